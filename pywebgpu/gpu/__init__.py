@@ -1,0 +1,63 @@
+"""pywebgpu.gpu — one small Pythonic layer over WebGPU, in the browser and natively.
+
+    device = await request_device()
+    buf = device.create_buffer_with_data(array("f", [1, 2, 3, 4]), label="x")
+    pipeline = await device.compute_pipeline(wgsl, label="double")
+    group = device.bind_group(pipeline, [buf])
+    rec = device.record(); rec.dispatch(pipeline, group, 1); device.submit(rec)
+    data = await device.read_buffer(buf)
+
+In Pyodide the backend is the page's `navigator.gpu`; in CPython it is wgpu-native.
+The layer knows nothing of models.
+"""
+
+import sys
+
+from .device import (
+    STORAGE_USAGE,
+    UNIFORM_USAGE,
+    BindGroup,
+    Buffer,
+    BufferUsage,
+    Device,
+    DeviceLostError,
+    GPUError,
+    Pipeline,
+    Recorder,
+    ShaderError,
+    linear_grid,
+)
+
+IN_BROWSER = sys.platform == "emscripten"
+
+
+async def request_device() -> Device:
+    """The best adapter's device, with its real limits and optional features requested."""
+    if IN_BROWSER:
+        from ._browser import request_device as request
+    else:
+        try:
+            from ._native import request_device as request
+        except ImportError as error:
+            raise GPUError(
+                "native WebGPU needs the 'wgpu' package: pip install 'pywebgpu[native]'"
+            ) from error
+    return await request()
+
+
+__all__ = [
+    "STORAGE_USAGE",
+    "UNIFORM_USAGE",
+    "BindGroup",
+    "Buffer",
+    "BufferUsage",
+    "Device",
+    "DeviceLostError",
+    "GPUError",
+    "IN_BROWSER",
+    "Pipeline",
+    "Recorder",
+    "ShaderError",
+    "linear_grid",
+    "request_device",
+]

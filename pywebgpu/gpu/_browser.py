@@ -1,0 +1,173 @@
+"""Browser backend: the page's (or worker's) `navigator.gpu` through Pyodide's JS proxies."""
+
+from __future__ import annotations
+
+import js
+from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
+
+from .device import (
+    OPTIONAL_FEATURES,
+    REQUESTED_LIMITS,
+    AdapterSummary,
+    BufferUsage,
+    Device,
+    DeviceLostError,
+    GPUError,
+    Recorder,
+    ShaderError,
+    _as_bytes_view,
+    check_grid,
+)
+
+_MAP_MODE_READ = 1  # GPUMapMode.READ
+
+
+def _js(value):
+    """Python dicts/lists → plain JS objects/arrays, as WebGPU descriptors must be."""
+    return to_js(value, dict_converter=js.Object.fromEntries)
+
+
+async def request_device() -> "BrowserDevice":
+    gpu = getattr(js.navigator, "gpu", None)
+    if not gpu:
+        raise GPUError(
+            "WebGPU is not available here: navigator.gpu is missing "
+            "(use a browser with WebGPU enabled, served from localhost or https)"
+        )
+    adapter = await gpu.requestAdapter(_js({"powerPreference": "high-performance"}))
+    if not adapter:
+        raise GPUError("this browser offers WebGPU but found no GPU adapter for it")
+    adapter_features = set(adapter.features)
+    wanted = [f for f in OPTIONAL_FEATURES if f in adapter_features]
+    limits = {name: getattr(adapter.limits, name) for name in REQUESTED_LIMITS}
+    raw = await adapter.requestDevice(_js({"requiredFeatures": wanted, "requiredLimits": limits, "label": "pywebgpu"}))
+    info = adapter.info
+    description = " ".join(str(part) for part in (info.vendor, info.architecture, info.description) if part)
+    summary = AdapterSummary(
+        backend="browser",
+        description=description or "unknown adapter",
+        features=frozenset(raw.features),
+        limits={name: getattr(raw.limits, name) for name in REQUESTED_LIMITS},
+        is_fallback=bool(getattr(info, "isFallbackAdapter", False)),
+    )
+    return BrowserDevice(raw, summary)
+
+
+class BrowserDevice(Device):
+    def __init__(self, raw, summary: AdapterSummary):
+        super().__init__(summary)
+        self.raw = raw
+        self._queue = raw.queue
+        # Proxies kept on self: JS holds these callbacks for the device's lifetime.
+        self._on_lost = create_proxy(lambda info: self._device_lost(f"{info.reason}: {info.message}"))
+        raw.lost.then(self._on_lost)
+        self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
+        raw.addEventListener("uncapturederror", self._on_error)
+
+    def _js_bytes_length(self, data):
+        return data.byteLength if isinstance(data, JsProxy) else None
+
+    def _raw_create_buffer(self, size, usage, label):
+        return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
+
+    def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
+        if isinstance(data, JsProxy):
+            # For typed arrays writeBuffer counts offsets in elements; a byte view of the
+            # same memory keeps every offset in bytes. No copy through Python either way.
+            if not hasattr(data, "byteOffset"):
+                data = js.Uint8Array.new(data)
+            else:
+                data = js.Uint8Array.new(data.buffer, data.byteOffset, data.byteLength)
+            self._queue.writeBuffer(buffer.handle, buffer_offset, data, data_offset, size)
+        else:
+            view = _as_bytes_view(data)[data_offset : data_offset + size]
+            self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
+
+    async def _raw_read_buffer(self, buffer, offset, size):
+        staging = self.raw.createBuffer(
+            _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+        )
+        try:
+            encoder = self.raw.createCommandEncoder()
+            encoder.copyBufferToBuffer(buffer.handle, offset, staging, 0, size)
+            self._queue.submit(_js([encoder.finish()]))
+            try:
+                await staging.mapAsync(_MAP_MODE_READ)
+            except JsException as error:
+                self._check_alive()
+                raise GPUError(f"reading buffer {buffer.label!r} back failed: {error}") from None
+            return memoryview(staging.getMappedRange().to_bytes())
+        finally:
+            staging.destroy()
+
+    def _raw_destroy_buffer(self, buffer):
+        buffer.handle.destroy()
+
+    async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
+        module = self.raw.createShaderModule(_js({"code": wgsl, "label": label}))
+        info = await module.getCompilationInfo()
+        errors = [m for m in info.messages if m.type == "error"]
+        if errors:
+            details = "\n".join(f"  line {m.lineNum}:{m.linePos}: {m.message}" for m in errors)
+            raise ShaderError(f"kernel {label!r} failed to compile:\n{details}")
+        descriptor = {"label": label, "layout": "auto", "compute": {"module": module, "entryPoint": entry_point}}
+        if constants:
+            descriptor["compute"]["constants"] = constants
+        try:
+            pipeline = await self.raw.createComputePipelineAsync(_js(descriptor))
+        except JsException as error:
+            self._check_alive()
+            raise ShaderError(f"kernel {label!r}: pipeline creation failed: {error}") from None
+        return pipeline, pipeline.getBindGroupLayout(0)
+
+    def _raw_bind_group(self, pipeline, entries, label):
+        return self.raw.createBindGroup(
+            _js(
+                {
+                    "label": label,
+                    "layout": pipeline.bind_group_layout,
+                    "entries": [
+                        {"binding": binding, "resource": {"buffer": buffer.handle, "offset": offset, "size": size}}
+                        for binding, buffer, offset, size in entries
+                    ],
+                }
+            )
+        )
+
+    def _raw_recorder(self):
+        return BrowserRecorder(self)
+
+    async def _raw_synchronize(self):
+        try:
+            await self._queue.onSubmittedWorkDone()
+        except JsException as error:
+            self._check_alive()
+            raise DeviceLostError(f"waiting for the GPU failed: {error}") from None
+
+
+class BrowserRecorder(Recorder):
+    def __init__(self, device: BrowserDevice):
+        self._device = device
+        self._encoder = device.raw.createCommandEncoder()
+        self._pass = None
+
+    def dispatch(self, pipeline, bind_group, x, y=1, z=1):
+        check_grid(pipeline.label, x, y, z)
+        if self._pass is None:
+            self._pass = self._encoder.beginComputePass()
+        self._pass.setPipeline(pipeline.handle)
+        self._pass.setBindGroup(0, bind_group.handle)
+        self._pass.dispatchWorkgroups(x, y, z)
+
+    def copy(self, src, dst, size, src_offset=0, dst_offset=0):
+        self._end_pass()
+        self._encoder.copyBufferToBuffer(src.handle, src_offset, dst.handle, dst_offset, size)
+
+    def _end_pass(self):
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+
+    def submit(self):
+        self._end_pass()
+        self._device._queue.submit(_js([self._encoder.finish()]))

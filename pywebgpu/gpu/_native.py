@@ -1,0 +1,145 @@
+"""Native backend: the `wgpu` package (wgpu-native) in CPython."""
+
+from __future__ import annotations
+
+import wgpu
+
+from .device import (
+    OPTIONAL_FEATURES,
+    REQUESTED_LIMITS,
+    AdapterSummary,
+    Device,
+    GPUError,
+    Recorder,
+    ShaderError,
+    _as_bytes_view,
+    _normalize_feature,
+    check_grid,
+)
+
+
+def _kebab(name: str) -> str:
+    return "".join("-" + c.lower() if c.isupper() else c for c in name)
+
+
+# wgpu-native ranks adapters by backend: Vulkan first (a real GPU, or lavapipe on a CPU
+# machine); OpenGL only where there is no Vulkan driver at all.
+_BACKEND_PREFERENCE = {"Vulkan": 0, "Metal": 0, "D3D12": 1, "OpenGL": 2}
+
+
+def _pick_adapter():
+    adapters = wgpu.gpu.enumerate_adapters_sync()
+    if not adapters:
+        raise GPUError("no WebGPU adapter found (wgpu-native sees no Vulkan, Metal, D3D12 or OpenGL driver)")
+    kind_rank = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+    return min(
+        adapters,
+        key=lambda a: (
+            _BACKEND_PREFERENCE.get(a.info["backend_type"], 3),
+            kind_rank.get(a.info["adapter_type"], 4),
+        ),
+    )
+
+
+async def request_device() -> "NativeDevice":
+    adapter = _pick_adapter()
+    adapter_features = {_normalize_feature(f): f for f in adapter.features}
+    wanted = [adapter_features[f] for f in OPTIONAL_FEATURES if f in adapter_features]
+    limits = {_kebab(name): adapter.limits[_kebab(name)] for name in REQUESTED_LIMITS}
+    raw = adapter.request_device_sync(required_features=wanted, required_limits=limits, label="pywebgpu")
+    info = adapter.info
+    summary = AdapterSummary(
+        backend="native",
+        description=f"{info['device']} ({info['backend_type']}, {info['adapter_type']})",
+        features=frozenset(_normalize_feature(f) for f in raw.features),
+        limits={name: raw.limits[_kebab(name)] for name in REQUESTED_LIMITS},
+        is_fallback=info["adapter_type"] == "CPU",
+    )
+    return NativeDevice(raw, summary)
+
+
+class NativeDevice(Device):
+    def __init__(self, raw, summary: AdapterSummary):
+        super().__init__(summary)
+        self.raw = raw
+        self._queue = raw.queue
+
+    def _raw_create_buffer(self, size, usage, label):
+        return self.raw.create_buffer(size=size, usage=usage, label=label)
+
+    def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
+        view = _as_bytes_view(data)[data_offset : data_offset + size]
+        self._queue.write_buffer(buffer.handle, buffer_offset, view)
+
+    async def _raw_read_buffer(self, buffer, offset, size):
+        try:
+            return self._queue.read_buffer(buffer.handle, offset, size)
+        except wgpu.GPUError as error:
+            raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
+
+    def _raw_destroy_buffer(self, buffer):
+        buffer.handle.destroy()
+
+    async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
+        try:
+            module = self.raw.create_shader_module(code=wgsl, label=label)
+            pipeline = self.raw.create_compute_pipeline(
+                layout="auto",
+                compute={"module": module, "entry_point": entry_point, "constants": constants},
+                label=label,
+            )
+        except wgpu.GPUError as error:
+            raise ShaderError(f"kernel {label!r} failed to build:\n{error}") from None
+        return pipeline, pipeline.get_bind_group_layout(0)
+
+    def _raw_bind_group(self, pipeline, entries, label):
+        try:
+            return self.raw.create_bind_group(
+                layout=pipeline.bind_group_layout,
+                entries=[
+                    {"binding": binding, "resource": {"buffer": buffer.handle, "offset": offset, "size": size}}
+                    for binding, buffer, offset, size in entries
+                ],
+                label=label,
+            )
+        except wgpu.GPUError as error:
+            raise GPUError(f"bind group for kernel {label!r}: {error}") from None
+
+    def _raw_recorder(self):
+        return NativeRecorder(self)
+
+    async def _raw_synchronize(self):
+        self._queue.on_submitted_work_done_sync()
+
+
+class NativeRecorder(Recorder):
+    def __init__(self, device: NativeDevice):
+        self._device = device
+        self._encoder = device.raw.create_command_encoder()
+        self._pass = None
+        self._last_label = ""
+
+    def dispatch(self, pipeline, bind_group, x, y=1, z=1):
+        check_grid(pipeline.label, x, y, z)
+        if self._pass is None:
+            self._pass = self._encoder.begin_compute_pass()
+        self._pass.set_pipeline(pipeline.handle)
+        self._pass.set_bind_group(0, bind_group.handle)
+        self._pass.dispatch_workgroups(x, y, z)
+        self._last_label = pipeline.label
+
+    def copy(self, src, dst, size, src_offset=0, dst_offset=0):
+        self._end_pass()
+        self._encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
+
+    def _end_pass(self):
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+
+    def submit(self):
+        self._end_pass()
+        try:
+            self._device._queue.submit([self._encoder.finish()])
+        except wgpu.GPUError as error:
+            raise GPUError(f"submitting work (last kernel {self._last_label!r}): {error}") from None

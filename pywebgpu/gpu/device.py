@@ -1,0 +1,313 @@
+"""The backend-independent half of the GPU layer.
+
+`Device` holds what both backends share: buffer bookkeeping, limit checks, the pipeline
+cache and error naming. A backend subclass (`_native.NativeDevice`, `_browser.BrowserDevice`)
+implements the handful of `_raw_*` primitives over its own WebGPU API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+class BufferUsage:
+    """GPUBufferUsage flags (the same numbers in every WebGPU implementation)."""
+
+    MAP_READ = 0x0001
+    MAP_WRITE = 0x0002
+    COPY_SRC = 0x0004
+    COPY_DST = 0x0008
+    INDEX = 0x0010
+    VERTEX = 0x0020
+    UNIFORM = 0x0040
+    STORAGE = 0x0080
+    INDIRECT = 0x0100
+    QUERY_RESOLVE = 0x0200
+
+
+STORAGE_USAGE = BufferUsage.STORAGE | BufferUsage.COPY_SRC | BufferUsage.COPY_DST
+UNIFORM_USAGE = BufferUsage.UNIFORM | BufferUsage.COPY_DST
+
+# Features a kernel may specialise on, under their WebGPU-spec names. wgpu-native calls
+# "subgroups" "subgroup"; `_normalize_feature` maps backend names onto these.
+OPTIONAL_FEATURES = ("shader-f16", "subgroups", "timestamp-query")
+
+# Limits requested at the adapter's real values instead of WebGPU's small defaults
+# (a 4-bit 1B-model embedding alone is ~131 MB, above the default 128 MiB binding size).
+REQUESTED_LIMITS = (
+    "maxStorageBufferBindingSize",
+    "maxBufferSize",
+    "maxComputeWorkgroupStorageSize",
+    "maxComputeInvocationsPerWorkgroup",
+    "maxComputeWorkgroupSizeX",
+    "maxStorageBuffersPerShaderStage",
+)
+
+
+# WebGPU's default maxComputeWorkgroupsPerDimension; no adapter here offers more.
+MAX_WORKGROUPS_PER_DIMENSION = 65535
+
+
+class GPUError(Exception):
+    """A WebGPU operation failed; the message names the kernel or buffer involved."""
+
+
+class ShaderError(GPUError):
+    """A WGSL kernel failed to compile or its pipeline failed to build."""
+
+
+class DeviceLostError(GPUError):
+    """The GPU device is gone (driver reset, tab in background too long, out of memory)."""
+
+
+def check_grid(label: str, x: int, y: int, z: int):
+    if not all(0 <= n <= MAX_WORKGROUPS_PER_DIMENSION for n in (x, y, z)):
+        raise GPUError(
+            f"kernel {label!r}: dispatch grid {(x, y, z)} exceeds {MAX_WORKGROUPS_PER_DIMENSION} "
+            "workgroups per dimension"
+        )
+
+
+def linear_grid(invocations: int, workgroup_size: int) -> tuple[int, int]:
+    """A 2-D grid covering `invocations` threads, for kernels that flatten
+    (global_id.x + global_id.y * num_workgroups.x * workgroup_size)."""
+    groups = max(1, -(-invocations // workgroup_size))
+    rows = -(-groups // MAX_WORKGROUPS_PER_DIMENSION)
+    return -(-groups // rows), rows
+
+
+@dataclass(eq=False)
+class Buffer:
+    handle: object
+    size: int
+    usage: int
+    label: str
+
+
+@dataclass(eq=False)
+class Pipeline:
+    handle: object
+    bind_group_layout: object
+    label: str
+
+
+@dataclass(eq=False)
+class BindGroup:
+    handle: object
+    label: str
+
+
+def _normalize_feature(name: str) -> str:
+    return "subgroups" if name == "subgroup" else name
+
+
+def _as_bytes_view(data) -> memoryview:
+    """A flat byte view of any buffer-protocol object (bytes, array.array, numpy array)."""
+    view = memoryview(data)
+    if not view.c_contiguous:
+        raise GPUError("data written to a GPU buffer must be contiguous")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+@dataclass
+class AdapterSummary:
+    backend: str  # "browser" or "native"
+    description: str
+    features: frozenset = field(default_factory=frozenset)
+    limits: dict = field(default_factory=dict)
+    is_fallback: bool = False
+
+
+class Device:
+    """A WebGPU device. Create with `await pywebgpu.gpu.request_device()`."""
+
+    def __init__(self, adapter: AdapterSummary):
+        self.adapter = adapter
+        self.features: frozenset[str] = adapter.features
+        self.limits: dict[str, int] = adapter.limits
+        self._pipelines: dict[tuple, Pipeline] = {}
+        self._lost_reason: str | None = None
+        self._pending_errors: list[str] = []
+
+    # --- buffers -------------------------------------------------------------------
+    def create_buffer(self, size: int, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
+        """A zero-initialised buffer. Sizes are rounded up to 4 bytes (WebGPU's copy unit)."""
+        self._check_alive()
+        if size < 0:
+            raise GPUError(f"buffer {label!r}: negative size {size}")
+        size = max(4, (size + 3) & ~3)
+        max_size = self.limits.get("maxBufferSize")
+        if max_size and size > max_size:
+            raise GPUError(
+                f"buffer {label!r} needs {size} bytes, above this adapter's maxBufferSize {max_size}"
+            )
+        max_binding = self.limits.get("maxStorageBufferBindingSize")
+        if usage & BufferUsage.STORAGE and max_binding and size > max_binding:
+            raise GPUError(
+                f"storage buffer {label!r} needs {size} bytes, above this adapter's "
+                f"maxStorageBufferBindingSize {max_binding}"
+            )
+        return Buffer(self._raw_create_buffer(size, usage, label), size, usage, label)
+
+    def create_buffer_with_data(self, data, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
+        view = _as_bytes_view(data)
+        buffer = self.create_buffer(len(view), usage, label)
+        self.write_buffer(buffer, view)
+        return buffer
+
+    def write_buffer(self, buffer: Buffer, data, buffer_offset: int = 0, data_offset: int = 0, size: int | None = None):
+        """Queue a write of `data[data_offset:data_offset+size]` (bytes) into `buffer`.
+
+        `data` is any buffer-protocol object, or in the browser a JS ArrayBuffer / typed
+        array, which then goes to the GPU without passing through Python's heap.
+        """
+        self._check_alive()
+        native_view = self._js_bytes_length(data)
+        total = native_view if native_view is not None else len(_as_bytes_view(data))
+        if size is None:
+            size = total - data_offset
+        if data_offset < 0 or size < 0 or data_offset + size > total:
+            raise GPUError(
+                f"write to buffer {buffer.label!r}: range [{data_offset}, {data_offset + size}) "
+                f"is outside the {total}-byte source"
+            )
+        if buffer_offset % 4 or size % 4:
+            raise GPUError(
+                f"write to buffer {buffer.label!r}: offset {buffer_offset} and size {size} must be multiples of 4"
+            )
+        if buffer_offset + size > buffer.size:
+            raise GPUError(
+                f"write of {size} bytes at offset {buffer_offset} overflows buffer "
+                f"{buffer.label!r} of {buffer.size} bytes"
+            )
+        if size:
+            self._raw_write_buffer(buffer, buffer_offset, data, data_offset, size)
+
+    async def read_buffer(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> memoryview:
+        """Copy `size` bytes at `offset` back from the GPU (waits for queued work)."""
+        self._check_alive()
+        if size is None:
+            size = buffer.size - offset
+        if offset < 0 or size < 0 or offset + size > buffer.size or offset % 4 or size % 4:
+            raise GPUError(
+                f"read of [{offset}, {offset + size}) from buffer {buffer.label!r} "
+                f"({buffer.size} bytes): out of range or not 4-byte aligned"
+            )
+        data = await self._raw_read_buffer(buffer, offset, size)
+        self._raise_pending_errors()
+        return data
+
+    def destroy_buffer(self, buffer: Buffer):
+        self._raw_destroy_buffer(buffer)
+
+    # --- pipelines and bind groups -------------------------------------------------
+    async def compute_pipeline(self, wgsl: str, label: str, entry_point: str = "main", constants: dict | None = None) -> Pipeline:
+        """The compute pipeline for `wgsl` + override `constants`, built once and cached.
+
+        A WGSL or pipeline error raises ShaderError naming `label`.
+        """
+        self._check_alive()
+        constants = dict(sorted((constants or {}).items()))
+        key = (hashlib.sha256(wgsl.encode()).digest(), entry_point, tuple(constants.items()))
+        pipeline = self._pipelines.get(key)
+        if pipeline is None:
+            handle, layout = await self._raw_compute_pipeline(wgsl, label, entry_point, constants)
+            pipeline = self._pipelines[key] = Pipeline(handle, layout, label)
+        return pipeline
+
+    def bind_group(self, pipeline: Pipeline, buffers: list, label: str = "") -> BindGroup:
+        """Bind `buffers` to bindings 0..n-1 of group 0.
+
+        Each entry is a Buffer or (Buffer, offset, size) for a sub-range.
+        """
+        self._check_alive()
+        entries = []
+        for binding, entry in enumerate(buffers):
+            buffer, offset, size = (entry, 0, entry.size) if isinstance(entry, Buffer) else entry
+            if offset + size > buffer.size:
+                raise GPUError(
+                    f"bind group {label or pipeline.label!r}: binding {binding} range "
+                    f"[{offset}, {offset + size}) exceeds buffer {buffer.label!r} of {buffer.size} bytes"
+                )
+            entries.append((binding, buffer, offset, size))
+        label = label or pipeline.label
+        return BindGroup(self._raw_bind_group(pipeline, entries, label), label)
+
+    # --- recording and submission --------------------------------------------------
+    def record(self) -> "Recorder":
+        self._check_alive()
+        return self._raw_recorder()
+
+    def submit(self, recorder: "Recorder"):
+        self._check_alive()
+        self._raise_pending_errors()
+        recorder.submit()
+
+    async def synchronize(self):
+        """Wait until all submitted work is done; raise any error it produced."""
+        await self._raw_synchronize()
+        self._raise_pending_errors()
+
+    # --- errors --------------------------------------------------------------------
+    def _device_lost(self, reason: str):
+        self._lost_reason = reason or "unknown reason"
+
+    def _uncaptured_error(self, message: str):
+        self._pending_errors.append(message)
+
+    def _check_alive(self):
+        if self._lost_reason is not None:
+            raise DeviceLostError(f"the GPU device was lost: {self._lost_reason}")
+
+    def _raise_pending_errors(self):
+        self._check_alive()
+        if self._pending_errors:
+            errors, self._pending_errors = self._pending_errors, []
+            raise GPUError("GPU error: " + "\n".join(errors))
+
+    # --- backend primitives ----------------------------------------------------------
+    def _js_bytes_length(self, data) -> int | None:
+        """Byte length of `data` if it is a JS ArrayBuffer/typed array (browser only)."""
+        return None
+
+    def _raw_create_buffer(self, size, usage, label):
+        raise NotImplementedError
+
+    def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
+        raise NotImplementedError
+
+    async def _raw_read_buffer(self, buffer, offset, size) -> memoryview:
+        raise NotImplementedError
+
+    def _raw_destroy_buffer(self, buffer):
+        raise NotImplementedError
+
+    async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
+        raise NotImplementedError
+
+    def _raw_bind_group(self, pipeline, entries, label):
+        raise NotImplementedError
+
+    def _raw_recorder(self) -> "Recorder":
+        raise NotImplementedError
+
+    async def _raw_synchronize(self):
+        raise NotImplementedError
+
+
+class Recorder:
+    """Records dispatches and copies into one command buffer.
+
+    Consecutive dispatches share one compute pass (WebGPU orders their storage accesses);
+    a copy ends the pass.
+    """
+
+    def dispatch(self, pipeline: Pipeline, bind_group: BindGroup, x: int, y: int = 1, z: int = 1):
+        raise NotImplementedError
+
+    def copy(self, src: Buffer, dst: Buffer, size: int, src_offset: int = 0, dst_offset: int = 0):
+        raise NotImplementedError
+
+    def submit(self):
+        raise NotImplementedError

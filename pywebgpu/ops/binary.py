@@ -1,0 +1,78 @@
+"""aten.add / sub / mul / div.Tensor with broadcasting (kernel: wgsl/binary.wgsl)."""
+
+from __future__ import annotations
+
+import struct
+
+from ..gpu import UNIFORM_USAGE, Buffer, Device, linear_grid
+from ..kernels import load_wgsl
+
+BINARY_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
+MAX_DIMS = 8
+WORKGROUP_SIZE = 256
+
+
+class ShapeError(ValueError):
+    """Operand shapes that cannot be combined."""
+
+
+def broadcast_shape(a: tuple, b: tuple) -> tuple:
+    ndim = max(len(a), len(b))
+    a = (1,) * (ndim - len(a)) + tuple(a)
+    b = (1,) * (ndim - len(b)) + tuple(b)
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and 1 not in (x, y):
+            raise ShapeError(f"shapes {a} and {b} do not broadcast (dim {i}: {x} vs {y})")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _broadcast_strides(shape: tuple, out_shape: tuple) -> list[int]:
+    """Element strides of a contiguous `shape` read at `out_shape` (0 where broadcast)."""
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(0 if size == 1 else step)
+        step *= size
+    return strides[::-1]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float = 1.0) -> bytes:
+    """The kernel's uniform block (see Params in binary.wgsl)."""
+    if len(out_shape) > MAX_DIMS:
+        raise ShapeError(f"binary ops support at most {MAX_DIMS} dims, got {len(out_shape)}")
+
+    def padded(values):
+        return list(values) + [1] * (MAX_DIMS - len(values))
+
+    sizes = padded(out_shape or (1,))
+    a_strides = padded(_broadcast_strides(a_shape, out_shape or (1,)))
+    b_strides = padded(_broadcast_strides(b_shape, out_shape or (1,)))
+    return struct.pack(
+        f"<IIfI{3 * MAX_DIMS}I", _numel(out_shape), max(1, len(out_shape)), alpha, 0, *sizes, *a_strides, *b_strides
+    )
+
+
+async def run_binary(device: Device, op: str, a: Buffer, a_shape: tuple, b: Buffer, b_shape: tuple, alpha: float = 1.0):
+    """Compute `a op b` into a new buffer; returns (buffer, shape). For tests and tools:
+    the graph runtime builds the same kernel once and replays it."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
+    out_shape = broadcast_shape(a_shape, b_shape)
+    numel = _numel(out_shape)
+    out = device.create_buffer(4 * numel, label=f"{op}.out")
+    params = device.create_buffer_with_data(pack_params(out_shape, a_shape, b_shape, alpha), UNIFORM_USAGE, f"{op}.params")
+    pipeline = await device.compute_pipeline(load_wgsl("binary"), label=f"binary.{op}", constants={"OP": BINARY_OPS[op]})
+    group = device.bind_group(pipeline, [out, a, b, params])
+    recorder = device.record()
+    recorder.dispatch(pipeline, group, *linear_grid(numel, WORKGROUP_SIZE))
+    device.submit(recorder)
+    return out, out_shape

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything pywebgpu's commands need, from the package registries only
+# (Debian apt, PyPI, npm). Idempotent: each step is skipped when its result is present.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYODIDE_VERSION=314.0.7
+PYSCRIPT_VERSION=0.7.31
+MICROPIP_VERSION=0.11.1
+FLATBUFFERS_VERSION=25.12.19
+VENDOR="$ROOT/web/vendor"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# 1. Debian: Chromium (headless browser tests; ships SwiftShader for WebGPU) and Mesa's
+#    lavapipe Vulkan driver (wgpu-native's adapter on a machine without a GPU).
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || missing+=(mesa-vulkan-drivers)
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+# 2. Python venv with the pinned toolchain. torch first, alone: pip takes the 2.13.0 CPU
+#    build from local disk, and executorch then finds its torch requirement satisfied.
+PYTHON="${PYTHON:-python3}"
+stamp_want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$stamp_want" ]; then
+  log "creating the Python venv (.venv)"
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q torch==2.13.0
+  .venv/bin/pip install -q -e ".[native,export,test]" build
+  echo "$stamp_want" > .venv/.installed
+fi
+
+# 3. The offline web bundle: Pyodide and PyScript from npm, micropip and flatbuffers wheels.
+npm_unpack() {  # npm package spec, folder inside the tarball ("" for all), destination
+  local tmp; tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack -q "$1" >/dev/null && tar -xzf ./*.tgz)
+  rm -rf "$3"; mkdir -p "$(dirname "$3")"; mv "$tmp/package${2:+/$2}" "$3"
+  rm -rf "$tmp"
+}
+if [ ! -f "$VENDOR/pyodide/.version" ] || [ "$(cat "$VENDOR/pyodide/.version")" != "$PYODIDE_VERSION" ]; then
+  log "fetching pyodide@$PYODIDE_VERSION from npm"
+  npm_unpack "pyodide@$PYODIDE_VERSION" "" "$VENDOR/pyodide"
+  echo "$PYODIDE_VERSION" > "$VENDOR/pyodide/.version"
+fi
+if [ ! -f "$VENDOR/pyscript/.version" ] || [ "$(cat "$VENDOR/pyscript/.version")" != "$PYSCRIPT_VERSION" ]; then
+  log "fetching @pyscript/core@$PYSCRIPT_VERSION from npm"
+  npm_unpack "@pyscript/core@$PYSCRIPT_VERSION" dist "$VENDOR/pyscript"
+  echo "$PYSCRIPT_VERSION" > "$VENDOR/pyscript/.version"
+fi
+mkdir -p "$VENDOR/wheels"
+for req in "micropip==$MICROPIP_VERSION" "flatbuffers==$FLATBUFFERS_VERSION"; do
+  name="${req%%==*}"; version="${req##*==}"
+  if ! ls "$VENDOR/wheels/$name-$version-"*.whl >/dev/null 2>&1; then
+    log "fetching the $req wheel for Pyodide"
+    .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.14 \
+      --implementation py --abi none --platform any -d "$VENDOR/wheels" "$req"
+  fi
+done
