@@ -21,19 +21,26 @@ def _single_wheel(name: str) -> str:
     return found[0].name
 
 
-def build_web_bundle() -> Path:
-    """Build the pywebgpu wheel into web/vendor/wheels and write wheels.json; returns the wheel."""
-    if not (VENDOR / "pyodide" / "pyodide.mjs").is_file():
-        raise RuntimeError(f"Pyodide is missing from {VENDOR}: run scripts/setup.sh")
-    for old in WHEELS.glob("pywebgpu-*.whl"):
+def build_wheel(outdir: Path) -> Path:
+    """Build the pywebgpu wheel from the source tree into `outdir`; returns its path."""
+    for old in Path(outdir).glob("pywebgpu-*.whl"):
         old.unlink()
     build = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(WHEELS), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(outdir), str(ROOT)],
         capture_output=True,
         text=True,
     )
     if build.returncode:
         raise RuntimeError(f"building the pywebgpu wheel failed:\n{build.stdout}{build.stderr}")
+    (wheel,) = Path(outdir).glob("pywebgpu-*.whl")
+    return wheel
+
+
+def build_web_bundle() -> Path:
+    """Build the pywebgpu wheel into web/vendor/wheels and write wheels.json; returns the wheel."""
+    if not (VENDOR / "pyodide" / "pyodide.mjs").is_file():
+        raise RuntimeError(f"Pyodide is missing from {VENDOR}: run scripts/setup.sh")
+    build_wheel(WHEELS)
     manifest = {name: _single_wheel(name) for name in ("micropip", "flatbuffers", "pywebgpu")}
     (WHEELS / "wheels.json").write_text(json.dumps(manifest, indent=2))
     return WHEELS / manifest["pywebgpu"]

@@ -1,0 +1,90 @@
+"""The GPU layer in headless Chromium (Pyodide → navigator.gpu): the same programs as the
+native tests, plus the Web Worker path and JS ArrayBuffer uploads."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import gpu_programs
+from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
+from test_gpu_native import expected_pattern_sha256
+
+
+@pytest.fixture
+def programs(python_page):
+    python_page.load_module("gpu_programs", Path(gpu_programs.__file__).read_text())
+    return python_page
+
+
+def test_adapter_is_webgpu_in_the_page(programs):
+    summary = programs.call("gpu_programs", "adapter_summary")
+    assert summary["backend"] == "browser"
+    assert "swiftshader" in summary["description"]
+    assert summary["limits"]["maxStorageBufferBindingSize"] >= 128 * 1024 * 1024
+
+
+def test_binary_broadcast_matches_torch(programs):
+    # One page round trip for all cases keeps the browser suite fast.
+    for case in BINARY_CASES:
+        a, b = case_inputs(case)
+        out, shape = programs.call(
+            "gpu_programs", "binary", case[0], a.numpy().tobytes(), list(a.shape), b.numpy().tobytes(), list(b.shape)
+        )
+        want = reference(case, a, b)
+        assert tuple(shape) == tuple(want.shape), case_id(case)
+        torch.testing.assert_close(as_tensor(out, shape).double(), want, atol=1e-6, rtol=1e-6, msg=case_id(case))
+
+
+def test_readback_64_mib(programs):
+    n_bytes = 64 * 1024 * 1024
+    assert programs.call("gpu_programs", "big_readback", n_bytes) == {
+        "size": n_bytes,
+        "sha256": expected_pattern_sha256(n_bytes),
+    }
+
+
+def test_invalid_wgsl_raises_naming_the_kernel(programs):
+    result = programs.call("gpu_programs", "invalid_kernel")
+    assert result["type"] == "ShaderError"
+    assert "broken_kernel" in result["message"] and "undefined_thing" in result["message"]
+    # Dawn also reports the failed shader module on the console; that one is expected.
+    programs.problems.take()
+
+
+def test_out_of_range_write_is_refused(programs):
+    assert "overflows buffer 'small'" in programs.call("gpu_programs", "write_out_of_range")
+
+
+def test_fetched_array_buffer_goes_straight_to_the_gpu(python_page):
+    """Weights path: fetch() → JS ArrayBuffer → writeBuffer with byte offsets, no Python copy."""
+    data = torch.arange(1024, dtype=torch.float32)
+    (python_page.server.files_dir / "weights.bin").write_bytes(data.numpy().tobytes())
+    result = python_page.run(
+        """
+import js, json, hashlib
+from pywebgpu.gpu import request_device
+device = await request_device()
+response = await js.fetch("/files/weights.bin")
+array_buffer = await response.arrayBuffer()
+buffer = device.create_buffer(512, label="slice")
+device.write_buffer(buffer, array_buffer, data_offset=1024, size=512)
+typed = js.Float32Array.new(array_buffer)
+second = device.create_buffer(64, label="typed")
+device.write_buffer(second, typed, data_offset=64, size=64)
+json.dumps([bytes(await device.read_buffer(buffer)).hex(), bytes(await device.read_buffer(second)).hex()])
+"""
+    )
+    sliced, typed = json.loads(result)
+    raw = data.numpy().tobytes()
+    assert bytes.fromhex(sliced) == raw[1024:1536]
+    assert bytes.fromhex(typed) == raw[64:128]
+
+
+def test_python_in_a_module_worker(fresh_page):
+    page, problems = fresh_page("/index.html")
+    page.wait_for_function("document.body.dataset.done === '1'", timeout=300_000)
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "ok"
+    assert "sum: [10, 21, 32, 13, 24, 35]" in page.inner_text("#result")
+    assert not problems.take()

@@ -1,0 +1,77 @@
+"""Small GPU programs run unchanged natively (imported) and in the page (source sent
+over): the same code checks both backends. Stdlib + pywebgpu only."""
+
+import array
+import hashlib
+
+from pywebgpu.gpu import GPUError, ShaderError, linear_grid, request_device
+from pywebgpu.ops.binary import run_binary
+
+_device = None
+
+
+async def device():
+    global _device
+    if _device is None:
+        _device = await request_device()
+    return _device
+
+
+async def adapter_summary():
+    d = await device()
+    return {
+        "backend": d.adapter.backend,
+        "description": d.adapter.description,
+        "features": sorted(d.features),
+        "limits": d.limits,
+    }
+
+
+async def binary(op, a_bytes, a_shape, b_bytes, b_shape, alpha=1.0):
+    """Run `a op b` on the GPU; returns (output float32 bytes, output shape)."""
+    d = await device()
+    a = d.create_buffer_with_data(a_bytes, label="a")
+    b = d.create_buffer_with_data(b_bytes, label="b")
+    out, shape = await run_binary(d, op, a, tuple(a_shape), b, tuple(b_shape), alpha)
+    return [bytes(await d.read_buffer(out)), list(shape)]
+
+
+async def big_readback(n_bytes):
+    """Fill a buffer on the GPU with a known pattern (word i = i * 2654435761) and read
+    all of it back; returns the sha256 of what came back."""
+    d = await device()
+    wgsl = """
+    @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+    @compute @workgroup_size(256)
+    fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+      let i = gid.x + gid.y * n.x * 256u;
+      if (i < arrayLength(&out)) { out[i] = i * 2654435761u; }
+    }"""
+    buffer = d.create_buffer(n_bytes, label="big")
+    pipeline = await d.compute_pipeline(wgsl, label="fill_pattern")
+    recorder = d.record()
+    recorder.dispatch(pipeline, d.bind_group(pipeline, [buffer]), *linear_grid(n_bytes // 4, 256))
+    d.submit(recorder)
+    data = await d.read_buffer(buffer)
+    d.destroy_buffer(buffer)
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+async def invalid_kernel():
+    """Build a kernel with a WGSL error; returns the exception's type name and message."""
+    d = await device()
+    try:
+        await d.compute_pipeline("@compute @workgroup_size(1) fn main() { let x: f32 = undefined_thing; }", label="broken_kernel")
+    except ShaderError as error:
+        return {"type": type(error).__name__, "message": str(error)}
+    return {"type": None, "message": ""}
+
+
+async def write_out_of_range():
+    d = await device()
+    buffer = d.create_buffer(16, label="small")
+    try:
+        d.write_buffer(buffer, array.array("f", [0.0] * 8))
+    except GPUError as error:
+        return str(error)
+    return ""

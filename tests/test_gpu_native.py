@@ -1,0 +1,54 @@
+"""The GPU layer on wgpu-native: kernels against PyTorch, big readbacks, clear errors."""
+
+import asyncio
+import hashlib
+
+import pytest
+import torch
+
+import gpu_programs
+from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
+
+pytestmark = pytest.mark.native
+
+
+def run(coro):
+    return asyncio.get_event_loop_policy().get_event_loop().run_until_complete(coro)
+
+
+def expected_pattern_sha256(n_bytes):
+    words = torch.arange(n_bytes // 4, dtype=torch.int64) * 2654435761 % (1 << 32)
+    return hashlib.sha256(words.to(torch.int64).numpy().astype("<u4").tobytes()).hexdigest()
+
+
+def test_adapter_has_real_limits_and_features():
+    summary = run(gpu_programs.adapter_summary())
+    assert summary["backend"] == "native"
+    assert summary["limits"]["maxStorageBufferBindingSize"] >= 128 * 1024 * 1024
+    assert set(summary["features"]) <= {"shader-f16", "subgroups", "timestamp-query"}
+
+
+@pytest.mark.parametrize("case", BINARY_CASES, ids=case_id)
+def test_binary_broadcast_matches_torch(case):
+    a, b = case_inputs(case)
+    out, shape = run(gpu_programs.binary(case[0], a.numpy().tobytes(), list(a.shape), b.numpy().tobytes(), list(b.shape)))
+    want = reference(case, a, b)
+    assert tuple(shape) == tuple(want.shape)
+    torch.testing.assert_close(as_tensor(out, shape).double(), want, atol=1e-6, rtol=1e-6)
+
+
+def test_readback_64_mib():
+    n_bytes = 64 * 1024 * 1024
+    result = run(gpu_programs.big_readback(n_bytes))
+    assert result == {"size": n_bytes, "sha256": expected_pattern_sha256(n_bytes)}
+
+
+def test_invalid_wgsl_raises_naming_the_kernel():
+    result = run(gpu_programs.invalid_kernel())
+    assert result["type"] == "ShaderError"
+    assert "broken_kernel" in result["message"] and "undefined_thing" in result["message"]
+
+
+def test_out_of_range_write_is_refused():
+    message = run(gpu_programs.write_out_of_range())
+    assert "overflows buffer 'small'" in message
