@@ -6,6 +6,7 @@ import struct
 
 from ..gpu import UNIFORM_USAGE, Buffer, Device, linear_grid
 from ..kernels import load_wgsl
+from .registry import OpHandler, register
 
 BINARY_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
 MAX_DIMS = 8
@@ -23,7 +24,7 @@ def broadcast_shape(a: tuple, b: tuple) -> tuple:
     out = []
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y and 1 not in (x, y):
-            raise ShapeError(f"shapes {a} and {b} do not broadcast (dim {i}: {x} vs {y})")
+            raise ShapeError(f"shapes {list(a)} and {list(b)} do not broadcast (dim {i}: {x} vs {y})")
         out.append(y if x == 1 else x)
     return tuple(out)
 
@@ -61,9 +62,43 @@ def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float =
     )
 
 
+@register("aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor")
+class BinaryOp(OpHandler):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        self.op = name.split(".")[1]
+        has_alpha = self.op in ("add", "sub")
+        if len(args) != (4 if has_alpha else 3):
+            self.fail(f"expected {4 if has_alpha else 3} arguments, got {len(args)}")
+        self.a, self.b, self.out = self.tensor(0), self.tensor(1), self.tensor(len(args) - 1)
+        self.alpha = 1.0 if not has_alpha or self.value(2) is None else self.float_arg(2)
+        for tensor in (self.a, self.b, self.out):
+            if tensor.dtype != "float32":
+                self.fail(f"{tensor.label} is {tensor.dtype}; only float32 is supported")
+
+    async def build(self):
+        self.params = self.params_buffer(len(pack_params((1,), (1,), (1,))))
+        self.pipeline = await self.make_pipeline("binary", {"OP": BINARY_OPS[self.op]})
+        self.group = self.graph.device.bind_group(
+            self.pipeline, [self.out.buffer, self.a.buffer, self.b.buffer, self.params]
+        )
+
+    def resize(self):
+        try:
+            out_sizes = broadcast_shape(self.a.sizes, self.b.sizes)
+        except ShapeError as error:
+            self.fail(str(error))
+        self.set_sizes(self.out, out_sizes)
+        self.write_params(self.params, pack_params(out_sizes, self.a.sizes, self.b.sizes, self.alpha))
+        self.grid = linear_grid(_numel(out_sizes), WORKGROUP_SIZE)
+
+    def record(self, recorder):
+        recorder.dispatch(self.pipeline, self.group, *self.grid)
+
+
 async def run_binary(device: Device, op: str, a: Buffer, a_shape: tuple, b: Buffer, b_shape: tuple, alpha: float = 1.0):
-    """Compute `a op b` into a new buffer; returns (buffer, shape). For tests and tools:
-    the graph runtime builds the same kernel once and replays it."""
+    """Compute `a op b` into a new buffer; returns (buffer, shape). A standalone use of the
+    kernel for tools and GPU-layer tests; graphs use BinaryOp."""
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
     out_shape = broadcast_shape(a_shape, b_shape)

@@ -1,0 +1,33 @@
+"""Every op case (tests/op_cases/) in headless Chromium on WebGPU against PyTorch.
+All cases run in one page visit (few page loads keep CI fast); each is then checked alone."""
+
+from pathlib import Path
+
+import pytest
+
+import graph_programs
+from op_harness import all_cases, check_case, encode_inputs, export_case
+
+CASES = all_cases()
+
+
+@pytest.fixture(scope="module")
+def browser_results(_python_page):
+    page = _python_page
+    page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    files = page.server.files_dir
+    jobs = []
+    for case in CASES:
+        (files / f"{case.id}.pte").write_bytes(export_case(case))
+        jobs.append([f"/files/{case.id}.pte", [encode_inputs(inputs) for inputs in case.runs]])
+    answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
+    problems = page.problems.take()
+    assert not problems, "\n".join(problems)
+    return dict(zip((c.id for c in CASES), answers))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_op(case, browser_results):
+    answer = browser_results[case.id]
+    assert "error" not in answer, answer.get("error")
+    check_case(case, answer["results"])

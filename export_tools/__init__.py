@@ -1,0 +1,82 @@
+"""Export Llama-family models to ExecuTorch `.pte` programs for the WebGPU runtime.
+
+Offline CPython tool (needs torch 2.13 + executorch 1.5.1; not for Pyodide). Every source
+is converted to a Meta-style fp32 state dict plus a `LlamaParams`, then lowered by
+ExecuTorch's own Llama export with the VulkanPartitioner (KV cache, `sdpa_with_kv_cache`,
+dynamic sequence length, fp32 activations) -- the same as
+`python -m executorch.examples.models.llama.export_llama -kv --use_sdpa_with_kv_cache -V
+-d fp32 -qmode 4w -G 32 -E 4,32`.
+
+Command line: `python -m export_tools {random,meta,gguf,hf} ... -o OUT.pte` (see --help).
+
+Python API (stable; tests and the runtime's checks build on it)
+----------------------------------------------------------------
+Sources (`load()` happens inside the export; bad input raises `ExportError`):
+  RandomSource(params: str | Mapping, seed: int = 0)
+      `params` is a preset name (`"tiny"`, `"llama3.2-1b"`, see `PRESETS`) or a
+      Meta-style params dict (dim, n_layers, n_heads, n_kv_heads, vocab_size, hidden_dim
+      or ffn_dim_multiplier/multiple_of, head_dim, norm_eps, rope_theta, use_scaled_rope,
+      rope_scale_factor, high_freq_factor, tied_embeddings). Seeded random weights.
+  MetaCheckpointSource(checkpoint: PathLike, params_json: PathLike)
+  GGUFSource(path: PathLike)      -- llama.cpp GGUF, architecture `llama`; dequantized
+  HFSource(folder: PathLike)      -- LlamaForCausalLM: config.json, *.safetensors,
+                                     tokenizer.json, tokenizer_config.json
+
+export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
+             group_size=32, embedding_4bit=True, progress=False, verbose=False)
+        -> ExportResult
+    Writes `out_path` (must end in .pte), `<stem>.json` (manifest) and, when the source
+    has a tokenizer, `<stem>.tokenizer.json`. qmode: "4w" (et_vk.linear_q4gsw), "8da4w"
+    (et_vk.linear_dq8ca_q4gsw) or "fp32"; embedding_4bit -> et_vk.embedding_q4gsw.
+    max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
+
+ExportResult: .pte_path, .manifest_path (Path), .manifest (dict), .eager (EagerLlama)
+
+EagerLlama: the same source-transformed, quantized eager module that was lowered.
+    .forward(tokens: Sequence[int], start_pos: int) -> torch.Tensor   (also callable)
+        Same semantics as the .pte's forward(tokens int64 [1, S], input_pos int64 [1]):
+        fp32 logits [1, vocab] of the last token; the KV cache persists across calls.
+    .reset()                       -- zero the KV cache (a freshly loaded .pte)
+    .module, .params, .max_prefill_tokens, .max_context_len
+
+build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
+            embedding_4bit=True, progress=False, verbose=False) -> EagerLlama
+    The module export_llama would lower, without lowering it (seconds, not a minute).
+
+Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1):
+  pte: {file, bytes, sha256}
+  model: {dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, norm_eps,
+          rope_theta, rope_scaling (null or {type "llama3", factor, high_freq_factor,
+          low_freq_factor, original_max_position_embeddings}), tied_embeddings,
+          max_seq_len, max_prefill_tokens (= max_seq_len - 1), max_context_len}
+  quantization: {mode, group_size (null for fp32), embedding (null or {bits, group_size}),
+                 scale_algorithm}
+  tokenizer: null or {file, add_bos}; add_bos = encoding with the tokenizer (special
+             tokens on) already puts BOS first, as HF tokenizer.json files do
+  special_tokens: {bos: null or {id, text}, eos: [{id, text}, ...]}
+  chat_template: null or the Jinja template string
+  source: where the weights came from; exported_with: {torch, executorch}
+The .pte also gets ExecuTorch's constant methods get_bos_id / get_eos_ids when known.
+"""
+
+from .errors import ExportError, ExportWarning
+from .exporter import EagerLlama, ExportResult, build_eager, export_llama
+from .params import PRESETS, Llama3RopeScaling, LlamaParams
+from .sources import GGUFSource, HFSource, MetaCheckpointSource, ModelSource, RandomSource
+
+__all__ = [
+    "EagerLlama",
+    "ExportError",
+    "ExportResult",
+    "ExportWarning",
+    "GGUFSource",
+    "HFSource",
+    "Llama3RopeScaling",
+    "LlamaParams",
+    "MetaCheckpointSource",
+    "ModelSource",
+    "PRESETS",
+    "RandomSource",
+    "build_eager",
+    "export_llama",
+]

@@ -1,0 +1,159 @@
+"""The op registry and the base class of op handlers.
+
+A handler is made once per op call in the graph. Its life follows the graph's:
+- `__init__` reads its arguments (fail here on anything unsupported: at load, not at run);
+- `aliases()` may declare outputs that share an input's buffer (no copy, no kernel);
+- `build()` creates pipelines, parameter buffers and bind groups, once;
+- `resize()` runs before every execution: derive output live sizes from input live sizes
+  and SymInts, and rewrite parameters only when they changed;
+- `record()` adds the op's dispatches to the command recorder.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ..gpu import UNIFORM_USAGE, GPUError, linear_grid
+from ..kernels import load_wgsl
+from ..runtime.values import SymInt, Tensor, ValueList
+
+HANDLERS: dict[str, type] = {}
+
+
+class OpError(GPUError):
+    """An op call the runtime cannot run (unknown op, unsupported arguments or shapes)."""
+
+
+def register(*names):
+    def decorate(cls):
+        for name in names:
+            HANDLERS[name] = cls
+        return cls
+
+    return decorate
+
+
+def handler_for(name: str, index: int):
+    try:
+        return HANDLERS[name]
+    except KeyError:
+        raise OpError(f"op #{index} {name!r} is not supported by pywebgpu") from None
+
+
+class OpHandler:
+    def __init__(self, graph, index: int, name: str, args: tuple):
+        self.graph = graph
+        self.index = index
+        self.name = name
+        self.args = args
+
+    # --- argument access -----------------------------------------------------------
+    def fail(self, message: str):
+        raise OpError(f"op #{self.index} {self.name}: {message}")
+
+    def value(self, arg: int):
+        return self.graph.values[self.args[arg]]
+
+    def tensor(self, arg: int) -> Tensor:
+        value = self.value(arg)
+        if not isinstance(value, Tensor):
+            self.fail(f"argument {arg} should be a tensor, got {type(value).__name__}")
+        return value
+
+    def optional_tensor(self, arg: int) -> Tensor | None:
+        return None if self.value(arg) is None else self.tensor(arg)
+
+    def int_arg(self, arg: int) -> int:
+        """An int argument's current value (a constant, or a SymInt's value now)."""
+        return self.graph.int_value(self.args[arg], self)
+
+    def ints_arg(self, arg: int) -> list[int]:
+        """An int list argument's current values (IntList, or ValueList of ints/SymInts)."""
+        value = self.value(arg)
+        if isinstance(value, ValueList):
+            return [self.graph.int_value(i, self) for i in value.items]
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        self.fail(f"argument {arg} should be an int list, got {type(value).__name__}")
+
+    def float_arg(self, arg: int) -> float:
+        value = self.value(arg)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(f"argument {arg} should be a number, got {type(value).__name__}")
+        return float(value)
+
+    def symint_out(self, arg: int) -> SymInt:
+        value = self.value(arg)
+        if not isinstance(value, SymInt):
+            self.fail(f"argument {arg} should be a SymInt, got {type(value).__name__}")
+        return value
+
+    def normalize_dim(self, dim: int, ndim: int) -> int:
+        if not -max(ndim, 1) <= dim < max(ndim, 1):
+            self.fail(f"dim {dim} out of range for a {ndim}-d tensor")
+        return dim % max(ndim, 1)
+
+    def set_sizes(self, tensor: Tensor, sizes):
+        """Set an output's live sizes, refusing sizes above what its buffer was planned for."""
+        sizes = tuple(int(s) for s in sizes)
+        if len(sizes) != len(tensor.max_sizes) or any(s > m or s < 0 for s, m in zip(sizes, tensor.max_sizes)):
+            self.fail(f"output {tensor.label} would be {list(sizes)}, beyond its planned bound {list(tensor.max_sizes)}")
+        tensor.sizes = sizes
+
+    # --- GPU helpers -----------------------------------------------------------------
+    async def make_pipeline(self, kernel: str, constants: dict | None = None, entry_point: str = "main"):
+        return await self.graph.device.compute_pipeline(
+            load_wgsl(kernel), label=f"{kernel}#{self.index}", entry_point=entry_point, constants=constants
+        )
+
+    def params_buffer(self, size: int):
+        return self.graph.device.create_buffer(size, UNIFORM_USAGE, label=f"{self.name}#{self.index}.params")
+
+    def write_params(self, buffer, data: bytes):
+        """Rewrite a parameter buffer only when its bytes changed."""
+        self.graph.write_if_changed(buffer, data)
+
+    # --- life cycle (overridden) ---------------------------------------------------
+    def aliases(self) -> dict:
+        return {}
+
+    async def build(self):
+        pass
+
+    def resize(self):
+        pass
+
+    def record(self, recorder):
+        pass
+
+
+def pack_u32(*values) -> bytes:
+    return struct.pack(f"<{len(values)}I", *values)
+
+
+def padded_dims(sizes, n: int = 8, fill: int = 1) -> list[int]:
+    sizes = list(sizes)
+    if len(sizes) > n:
+        raise OpError(f"at most {n} dims are supported, got {len(sizes)}")
+    return sizes + [fill] * (n - len(sizes))
+
+
+def contiguous_strides(sizes) -> list[int]:
+    strides, step = [], 1
+    for s in reversed(list(sizes)):
+        strides.append(step)
+        step *= s
+    return strides[::-1]
+
+
+__all__ = [
+    "HANDLERS",
+    "OpError",
+    "OpHandler",
+    "contiguous_strides",
+    "handler_for",
+    "linear_grid",
+    "pack_u32",
+    "padded_dims",
+    "register",
+]

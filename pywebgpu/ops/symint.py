@@ -1,0 +1,63 @@
+"""Symbolic integers, evaluated on the host while sizes propagate: sym_size.int, the
+symbolic add/sub/mul/floordiv, and et_vk.select_as_symint (reads an input's value)."""
+
+from __future__ import annotations
+
+from .registry import OpHandler, register
+
+_ARITHMETIC = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b,
+}
+
+
+@register("sym_size.int")
+class SymSize(OpHandler):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        self.src, self.out = self.tensor(0), self.symint_out(2)
+        self.dim = self.normalize_dim(self.int_arg(1), len(self.src.max_sizes))
+
+    def resize(self):
+        self.out.value = self.src.sizes[self.dim]
+
+
+@register(*_ARITHMETIC)
+class SymArithmetic(OpHandler):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        self.function = _ARITHMETIC[name]
+        self.out = self.symint_out(2)
+
+    def resize(self):
+        a, b = self.int_arg(0), self.int_arg(1)
+        if self.name == "floordiv" and b == 0:
+            self.fail("division by zero")
+        self.out.value = self.function(a, b)
+
+
+@register("et_vk.select_as_symint.default")
+class SelectAsSymInt(OpHandler):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        self.src, self.out = self.tensor(0), self.symint_out(3)
+        if self.src not in graph.inputs:
+            self.fail(f"{self.src.label} is computed on the GPU; select_as_symint needs a graph input")
+
+    def resize(self):
+        sizes = self.src.sizes
+        dim = self.normalize_dim(self.int_arg(1), len(sizes))
+        index = self.int_arg(2)
+        if not -sizes[dim] <= index < sizes[dim]:
+            self.fail(f"index {index} out of range for dim {dim} of size {sizes[dim]}")
+        index %= sizes[dim]
+        stride = 1
+        for s in sizes[dim + 1 :]:
+            stride *= s
+        # Only a selection that leaves a single element makes a scalar.
+        if self.src.numel != sizes[dim]:
+            self.fail(f"select_as_symint on {list(sizes)} does not give a single element")
+        self.out.value = int(self.src.host_values[index * stride])
+

@@ -1,0 +1,35 @@
+"""Elementwise unary ops: sigmoid and friends (kernel: wgsl/unary.wgsl)."""
+
+from .registry import OpHandler, linear_grid, pack_u32, register
+
+UNARY_OPS = {
+    "aten.sigmoid.default": 0,
+    "aten.neg.default": 1,
+    "aten.exp.default": 2,
+    "aten.relu.default": 3,
+    "aten.silu.default": 4,
+    "aten.tanh.default": 5,
+}
+WORKGROUP_SIZE = 256
+
+
+@register(*UNARY_OPS)
+class UnaryOp(OpHandler):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        self.src, self.out = self.tensor(0), self.tensor(len(args) - 1)
+        if self.src.dtype != "float32" or self.out.dtype != "float32":
+            self.fail("only float32 is supported")
+
+    async def build(self):
+        self.params = self.params_buffer(16)
+        self.pipeline = await self.make_pipeline("unary", {"OP": UNARY_OPS[self.name]})
+        self.group = self.graph.device.bind_group(self.pipeline, [self.out.buffer, self.src.buffer, self.params])
+
+    def resize(self):
+        self.set_sizes(self.out, self.src.sizes)
+        self.write_params(self.params, pack_u32(self.src.numel, 0, 0, 0))
+        self.grid = linear_grid(self.src.numel, WORKGROUP_SIZE)
+
+    def record(self, recorder):
+        recorder.dispatch(self.pipeline, self.group, *self.grid)

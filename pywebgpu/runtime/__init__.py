@@ -1,0 +1,46 @@
+"""Load a .pte program onto a GPU device and run it.
+
+    device = await pywebgpu.gpu.request_device()
+    graph = await load(device, pte_bytes_or_js_array_buffer)
+    (logits,) = await graph.execute(HostTensor((1, 5), tokens), HostTensor((1,), [0]))
+"""
+
+from __future__ import annotations
+
+from .. import pte
+from ..gpu import Device
+from .graph import GraphRuntime, HostTensor
+
+
+class JsArrayBufferSource:
+    """The reader's byte source over a JS ArrayBuffer: only the bytes the reader asks for
+    (headers, flatbuffers) cross into Python; weights go from it straight to the GPU."""
+
+    def __init__(self, array_buffer):
+        self.array_buffer = array_buffer
+
+    def __len__(self):
+        return self.array_buffer.byteLength
+
+    def read(self, offset: int, size: int) -> bytes:
+        import js
+
+        if offset < 0 or size < 0 or offset + size > len(self):
+            raise pte.PteError(f"read of [{offset}, {offset + size}) outside the {len(self)}-byte file")
+        return js.Uint8Array.new(self.array_buffer, offset, size).to_bytes()
+
+
+def _is_js_buffer(data) -> bool:
+    return type(data).__name__.startswith("Js") and hasattr(data, "byteLength")
+
+
+async def load(device: Device, data, method: str = "forward") -> GraphRuntime:
+    """Read a .pte (bytes-like, or a JS ArrayBuffer in the browser) and build its graph."""
+    source = JsArrayBufferSource(data) if _is_js_buffer(data) else data
+    program = pte.load_program(source)
+    graph = GraphRuntime(device, program.vulkan_graph(method), data)
+    await graph.build()
+    return graph
+
+
+__all__ = ["GraphRuntime", "HostTensor", "JsArrayBufferSource", "load"]

@@ -1,0 +1,194 @@
+"""The graph runtime: one VkGraph built once on a device, executed many times.
+
+load → build (buffers, pipelines, bind groups, once) → execute (set input data and live
+sizes, propagate resizes, record, submit, read outputs). One built graph serves every
+sequence length up to the exported bound: prefill and decode run the same graph.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+
+from .. import pte
+from ..gpu import STORAGE_USAGE, Device, GPUError
+from ..ops import load_all_ops
+from ..ops.registry import OpError, handler_for
+from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
+
+# Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
+# Vulkan graphs take int64 token ids and positions narrowed to int32.
+_HOST_TYPECODES = {"float32": "f", "int32": "i", "int64": "i"}
+
+
+@dataclass
+class HostTensor:
+    """Tensor data on the host: `values` is an array.array (or any flat int/float sequence)."""
+
+    shape: tuple
+    values: object
+    dtype: str = "float32"
+
+    def tolist(self):
+        return list(self.values)
+
+
+class GraphRuntime:
+    def __init__(self, device: Device, graph: "pte.VkGraph", data):
+        load_all_ops()
+        self.device = device
+        self._data = data  # the .pte bytes, or a JS ArrayBuffer: constants upload from it
+        self.values = [self._runtime_value(i, v) for i, v in enumerate(graph.values)]
+        self.inputs = [self._io_tensor(i, "input") for i in graph.input_ids]
+        self.outputs = [self._io_tensor(i, "output") for i in graph.output_ids]
+        self.ops = [handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
+        self._last_written: dict[int, bytes] = {}
+        self.built = False
+
+    # --- values ----------------------------------------------------------------------
+    @staticmethod
+    def _runtime_value(index, value):
+        if isinstance(value, pte.TensorValue):
+            if value.dtype not in DTYPE_SIZES:
+                raise OpError(f"value {index}: tensors of dtype {value.dtype} are not supported")
+            dims = tuple(value.dims)
+            return Tensor(index, value.dtype, dims, dims, value.mem_obj_id, value.constant)
+        if isinstance(value, pte.SymIntValue):
+            return SymInt(index, value.value)
+        if isinstance(value, pte.ValueListValue):
+            return ValueList(index, list(value.items))
+        if isinstance(value, pte.NullValue):
+            return None
+        if isinstance(value, (pte.IntListValue, pte.DoubleListValue, pte.BoolListValue)):
+            return tuple(value.items)
+        return value.value  # Int, Double, Bool, String
+
+    def _io_tensor(self, value_id, role):
+        value = self.values[value_id]
+        if not isinstance(value, Tensor):
+            raise OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
+        return value
+
+    def int_value(self, value_id: int, op) -> int:
+        value = self.values[value_id]
+        if isinstance(value, SymInt):
+            return value.value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        op.fail(f"value {value_id} should be an int or SymInt, got {type(value).__name__}")
+
+    # --- build -------------------------------------------------------------------------
+    async def build(self):
+        aliases = {}
+        for op in self.ops:
+            aliases.update(op.aliases())
+        shared: dict[int, int] = {}
+        for value in self.values:
+            if isinstance(value, Tensor) and value.constant is None and value.mem_obj_id >= 0 and value.id not in aliases:
+                shared[value.mem_obj_id] = max(shared.get(value.mem_obj_id, 4), value.max_nbytes)
+        shared_buffers = {
+            obj: self.device.create_buffer(size, STORAGE_USAGE, label=f"mem_obj{obj}") for obj, size in shared.items()
+        }
+        tensors = [v for v in self.values if isinstance(v, Tensor)]
+        for tensor in tensors:
+            if tensor.id in aliases:
+                continue
+            if tensor.constant is not None:
+                tensor.buffer = self._upload_constant(tensor)
+            elif tensor.mem_obj_id >= 0:
+                tensor.buffer = shared_buffers[tensor.mem_obj_id]
+            else:
+                tensor.buffer = self.device.create_buffer(tensor.max_nbytes, STORAGE_USAGE, label=tensor.label)
+        for out_id, in_id in aliases.items():
+            self.values[out_id].buffer = self.values[in_id].buffer
+        for op in self.ops:
+            await op.build()
+        self.built = True
+
+    def _upload_constant(self, tensor: Tensor):
+        ref = tensor.constant
+        if ref.size != tensor.max_nbytes:
+            raise OpError(
+                f"constant {tensor.label} ({ref.key or 'inline'}) has {ref.size} bytes, "
+                f"but {tensor.dtype}{list(tensor.max_sizes)} needs {tensor.max_nbytes}"
+            )
+        buffer = self.device.create_buffer(ref.size, STORAGE_USAGE, label=f"{tensor.label}.constant")
+        aligned = ref.size & ~3
+        self.device.write_buffer(buffer, self._data, data_offset=ref.offset, size=aligned)
+        if aligned != ref.size:  # WebGPU writes whole words: pad the last few bytes
+            tail = bytes(self._read_bytes(ref.offset + aligned, ref.size - aligned)).ljust(4, b"\0")
+            self.device.write_buffer(buffer, tail, buffer_offset=aligned)
+        return buffer
+
+    def _read_bytes(self, offset, size):
+        if hasattr(self._data, "to_py"):  # a JS ArrayBuffer in the browser
+            import js
+
+            return js.Uint8Array.new(self._data, offset, size).to_bytes()
+        return memoryview(self._data)[offset : offset + size]
+
+    # --- execute -----------------------------------------------------------------------
+    def write_if_changed(self, buffer, data: bytes):
+        if self._last_written.get(id(buffer)) != data:
+            self.device.write_buffer(buffer, data)
+            self._last_written[id(buffer)] = data
+
+    def set_inputs(self, inputs):
+        if len(inputs) != len(self.inputs):
+            raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for position, (tensor, host) in enumerate(zip(self.inputs, inputs)):
+            shape = tuple(host.shape)
+            if len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes)):
+                raise GPUError(
+                    f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
+                )
+            values = _flat_values(host)
+            if len(values) != numel(shape):
+                raise GPUError(f"input {position}: {len(values)} values for shape {list(shape)}")
+            typecode = _HOST_TYPECODES.get(tensor.dtype)
+            if typecode is None:
+                raise GPUError(f"input {position}: inputs of dtype {tensor.dtype} are not supported")
+            try:
+                staged = array.array(typecode, values)
+            except OverflowError:
+                raise GPUError(f"input {position}: a value does not fit in 32 bits") from None
+            tensor.sizes = shape
+            tensor.host_values = staged.tolist()
+            if len(staged):
+                self.device.write_buffer(tensor.buffer, staged)
+
+    def propagate_resize(self):
+        for op in self.ops:
+            op.resize()
+
+    def record(self):
+        recorder = self.device.record()
+        for op in self.ops:
+            op.record(recorder)
+        return recorder
+
+    async def execute(self, *inputs) -> list[HostTensor]:
+        """Run the graph on `inputs` (HostTensor, or numpy-like arrays); returns the outputs."""
+        if not self.built:
+            raise GPUError("build() the graph before executing it")
+        self.set_inputs(inputs)
+        self.propagate_resize()
+        self.device.submit(self.record())
+        results = []
+        for tensor in self.outputs:
+            data = await self.device.read_buffer(tensor.buffer, 0, (tensor.nbytes + 3) & ~3)
+            if tensor.dtype != "float32":
+                raise GPUError(f"reading outputs of dtype {tensor.dtype} is not supported")
+            values = array.array("f")
+            values.frombytes(bytes(data[: tensor.nbytes]))
+            results.append(HostTensor(tensor.sizes, values, tensor.dtype))
+        return results
+
+
+def _flat_values(host):
+    """Flat values of a HostTensor, array.array, or a numpy array (where numpy exists)."""
+    if isinstance(host, HostTensor):
+        return host.values
+    if hasattr(host, "ravel"):
+        return host.ravel().tolist()
+    raise GPUError(f"unsupported input type {type(host).__name__}: use HostTensor or a numpy array")

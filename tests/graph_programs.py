@@ -1,0 +1,49 @@
+"""Run .pte graphs with pywebgpu; the same code runs natively (imported) and in the page
+(source sent over). Inputs/outputs travel as [shape, dtype, bytes]. Stdlib + pywebgpu only."""
+
+import array
+
+from pywebgpu.gpu import request_device
+from pywebgpu.runtime import HostTensor, load
+
+_TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
+_device = None
+
+
+async def _get_device():
+    global _device
+    if _device is None:
+        _device = await request_device()
+    return _device
+
+
+def _host(shape, dtype, data):
+    values = array.array(_TYPECODES[dtype])
+    values.frombytes(data)
+    return HostTensor(tuple(shape), values, dtype)
+
+
+async def run_graph(data, runs):
+    """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn."""
+    graph = await load(await _get_device(), data)
+    results = []
+    for inputs in runs:
+        outputs = await graph.execute(*[_host(*x) for x in inputs])
+        results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+    return results
+
+
+async def run_graphs_from_urls(jobs):
+    """In the page: [[url, runs], ...] → per job {"results": ...} or {"error": "..."}."""
+    import js
+
+    answers = []
+    for url, runs in jobs:
+        try:
+            response = await js.fetch(url)
+            if not response.ok:
+                raise RuntimeError(f"fetching {url}: HTTP {response.status}")
+            answers.append({"results": await run_graph(await response.arrayBuffer(), runs)})
+        except Exception as error:  # reported per case, so one failure does not hide the rest
+            answers.append({"error": f"{type(error).__name__}: {error}"})
+    return answers

@@ -1,0 +1,98 @@
+"""Op tests: each case is a small torch.nn.Module exported to .pte through ExecuTorch's
+Vulkan partitioner, run by pywebgpu (natively or in the page), and compared with PyTorch
+in float64 on the same inputs.
+
+Cases live in tests/op_cases/<family>.py as a CASES list; every case runs natively
+(tests/test_ops_native.py) and in headless Chromium (e2e_tests/test_ops_browser.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+
+import torch
+
+ATOL = RTOL = 1e-3
+
+
+@dataclass
+class OpCase:
+    id: str
+    module: torch.nn.Module
+    inputs: tuple  # example inputs, used for the export and as the first run
+    more_runs: list = field(default_factory=list)  # further input tuples (dynamic sizes)
+    dynamic_shapes: object = None
+
+    @property
+    def runs(self):
+        return [self.inputs, *self.more_runs]
+
+
+def all_cases() -> list[OpCase]:
+    import op_cases
+
+    cases = []
+    for info in sorted(pkgutil.iter_modules(op_cases.__path__), key=lambda m: m.name):
+        cases += importlib.import_module(f"op_cases.{info.name}").CASES
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "duplicate op case ids"
+    return cases
+
+
+_exported: dict[str, bytes] = {}
+
+
+def export_case(case: OpCase) -> bytes:
+    """The case's .pte bytes (exported once per test session). The whole module must be
+    delegated to Vulkan: a graph that falls back to ExecuTorch's CPU ops tests nothing."""
+    if case.id not in _exported:
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        program = torch.export.export(case.module.eval(), case.inputs, dynamic_shapes=case.dynamic_shapes)
+        edge = to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
+        leftover = [
+            n.target.__name__
+            for n in edge.exported_program().graph.nodes
+            if n.op == "call_function" and "executorch_call_delegate" not in str(n.target) and "getitem" not in str(n.target)
+        ]
+        assert not leftover, f"case {case.id}: ops not delegated to Vulkan: {leftover}"
+        _exported[case.id] = edge.to_executorch().buffer
+    return _exported[case.id]
+
+
+def reference(case: OpCase, inputs) -> list[torch.Tensor]:
+    """PyTorch's outputs in float64 (float inputs and parameters promoted)."""
+    module = copy.deepcopy(case.module).double()
+    promoted = [x.double() if x.is_floating_point() else x for x in inputs]
+    with torch.no_grad():
+        out = module(*promoted)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def encode_inputs(inputs) -> list:
+    """Inputs as [shape, dtype, bytes] for graph_programs.run_graph."""
+    encoded = []
+    for x in inputs:
+        dtype = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32"}[x.dtype]
+        encoded.append([list(x.shape), dtype, x.contiguous().numpy().tobytes()])
+    return encoded
+
+
+def decode_outputs(outputs) -> list[torch.Tensor]:
+    return [torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape) for shape, data in outputs]
+
+
+def check_case(case: OpCase, results):
+    """Compare pywebgpu's results for every run of `case` with PyTorch."""
+    assert len(results) == len(case.runs)
+    for run, (inputs, outputs) in enumerate(zip(case.runs, results)):
+        want = reference(case, inputs)
+        got = decode_outputs(outputs)
+        assert len(got) == len(want), f"{case.id} run {run}: {len(got)} outputs, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert tuple(g.shape) == tuple(w.shape), f"{case.id} run {run} output {i}: shape {list(g.shape)} != {list(w.shape)}"
+            torch.testing.assert_close(g.double(), w, atol=ATOL, rtol=RTOL, msg=lambda m: f"{case.id} run {run} output {i}: {m}")

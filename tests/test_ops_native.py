@@ -1,0 +1,18 @@
+"""Every op case (tests/op_cases/) on wgpu-native against PyTorch."""
+
+import asyncio
+
+import pytest
+
+import graph_programs
+from op_harness import all_cases, check_case, encode_inputs, export_case
+
+pytestmark = pytest.mark.native
+
+
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.id)
+def test_op(case):
+    data = export_case(case)
+    runs = [encode_inputs(inputs) for inputs in case.runs]
+    results = asyncio.run(graph_programs.run_graph(data, runs))
+    check_case(case, results)
