@@ -95,4 +95,4 @@ def check_case(case: OpCase, results):
         assert len(got) == len(want), f"{case.id} run {run}: {len(got)} outputs, expected {len(want)}"
         for i, (g, w) in enumerate(zip(got, want)):
             assert tuple(g.shape) == tuple(w.shape), f"{case.id} run {run} output {i}: shape {list(g.shape)} != {list(w.shape)}"
-            torch.testing.assert_close(g.double(), w, atol=ATOL, rtol=RTOL, msg=lambda m: f"{case.id} run {run} output {i}: {m}")
+            torch.testing.assert_close(g.double(), w.double(), atol=ATOL, rtol=RTOL, msg=lambda m: f"{case.id} run {run} output {i}: {m}")
