@@ -8,6 +8,7 @@ Cases live in tests/op_cases/<family>.py as a CASES list; every case runs native
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import pkgutil
@@ -25,6 +26,12 @@ class OpCase:
     inputs: tuple  # example inputs, used for the export and as the first run
     more_runs: list = field(default_factory=list)  # further input tuples (dynamic sizes)
     dynamic_shapes: object = None
+    # The module has state (e.g. KV-cache buffers it updates in place): one loaded graph
+    # and one reference module copy run all runs, in order.
+    stateful: bool = False
+    # Vulkan fusion patterns (names in executorch.backends.vulkan.patterns.fusable_patterns)
+    # left out while lowering, to export ops that fusion would otherwise replace.
+    unfused_patterns: tuple = ()
 
     @property
     def runs(self):
@@ -53,7 +60,8 @@ def export_case(case: OpCase) -> bytes:
         from executorch.exir import to_edge_transform_and_lower
 
         program = torch.export.export(case.module.eval(), case.inputs, dynamic_shapes=case.dynamic_shapes)
-        edge = to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
+        with _patterns_left_out(case.unfused_patterns):
+            edge = to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
         leftover = [
             n.target.__name__
             for n in edge.exported_program().graph.nodes
@@ -64,9 +72,27 @@ def export_case(case: OpCase) -> bytes:
     return _exported[case.id]
 
 
-def reference(case: OpCase, inputs) -> list[torch.Tensor]:
-    """PyTorch's outputs in float64 (float inputs and parameters promoted)."""
-    module = copy.deepcopy(case.module).double()
+@contextlib.contextmanager
+def _patterns_left_out(names):
+    from executorch.backends.vulkan.patterns import fusable_patterns
+
+    saved = {name: fusable_patterns.pop(name) for name in names}
+    try:
+        yield
+    finally:
+        fusable_patterns.update(saved)
+
+
+def reference_module(case: OpCase) -> torch.nn.Module:
+    """A float64 copy of the case's module (its parameters and buffers promoted)."""
+    return copy.deepcopy(case.module).double()
+
+
+def reference(case: OpCase, inputs, module: torch.nn.Module | None = None) -> list[torch.Tensor]:
+    """PyTorch's outputs in float64 (float inputs and parameters promoted), from `module`
+    (a stateful case's shared reference_module) or from a fresh copy."""
+    if module is None:
+        module = reference_module(case)
     promoted = [x.double() if x.is_floating_point() else x for x in inputs]
     with torch.no_grad():
         out = module(*promoted)
@@ -89,8 +115,9 @@ def decode_outputs(outputs) -> list[torch.Tensor]:
 def check_case(case: OpCase, results):
     """Compare pywebgpu's results for every run of `case` with PyTorch."""
     assert len(results) == len(case.runs)
+    shared_module = reference_module(case) if case.stateful else None
     for run, (inputs, outputs) in enumerate(zip(case.runs, results)):
-        want = reference(case, inputs)
+        want = reference(case, inputs, shared_module)
         got = decode_outputs(outputs)
         assert len(got) == len(want), f"{case.id} run {run}: {len(got)} outputs, expected {len(want)}"
         for i, (g, w) in enumerate(zip(got, want)):

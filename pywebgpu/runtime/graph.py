@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from .. import pte
 from ..gpu import STORAGE_USAGE, Device, GPUError
-from ..ops import load_all_ops
-from ..ops.registry import OpError, handler_for
+# The module, not its names: ops.registry imports runtime.values, so importing names here
+# would be circular.
+from ..ops import load_all_ops, registry
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
@@ -41,7 +42,7 @@ class GraphRuntime:
         self.values = [self._runtime_value(i, v) for i, v in enumerate(graph.values)]
         self.inputs = [self._io_tensor(i, "input") for i in graph.input_ids]
         self.outputs = [self._io_tensor(i, "output") for i in graph.output_ids]
-        self.ops = [handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
+        self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         self._last_written: dict[int, bytes] = {}
         self.built = False
 
@@ -50,7 +51,7 @@ class GraphRuntime:
     def _runtime_value(index, value):
         if isinstance(value, pte.TensorValue):
             if value.dtype not in DTYPE_SIZES:
-                raise OpError(f"value {index}: tensors of dtype {value.dtype} are not supported")
+                raise registry.OpError(f"value {index}: tensors of dtype {value.dtype} are not supported")
             dims = tuple(value.dims)
             return Tensor(index, value.dtype, dims, dims, value.mem_obj_id, value.constant)
         if isinstance(value, pte.SymIntValue):
@@ -66,7 +67,7 @@ class GraphRuntime:
     def _io_tensor(self, value_id, role):
         value = self.values[value_id]
         if not isinstance(value, Tensor):
-            raise OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
+            raise registry.OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
         return value
 
     def int_value(self, value_id: int, op) -> int:
@@ -108,7 +109,7 @@ class GraphRuntime:
     def _upload_constant(self, tensor: Tensor):
         ref = tensor.constant
         if ref.size != tensor.max_nbytes:
-            raise OpError(
+            raise registry.OpError(
                 f"constant {tensor.label} ({ref.key or 'inline'}) has {ref.size} bytes, "
                 f"but {tensor.dtype}{list(tensor.max_sizes)} needs {tensor.max_nbytes}"
             )

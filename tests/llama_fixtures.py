@@ -1,0 +1,57 @@
+"""A tiny 4-bit Llama (random weights, 2 layers, grouped-query attention) exported with
+export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
+at position 0, then 10 greedy decode steps. Shared by the native and browser tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+
+PREFILL_TOKENS = [1, 17, 300, 42, 511]
+DECODE_STEPS = 10
+
+
+@dataclass
+class LlamaTrace:
+    pte: bytes
+    runs: list  # per call: [[shape, dtype, bytes] tokens, [shape, dtype, bytes] input_pos]
+    logits: list  # eager fp32 logits [1, vocab] per call
+
+
+def _encoded(values, shape):
+    return [list(shape), "int64", torch.tensor(values, dtype=torch.int64).numpy().tobytes()]
+
+
+@cache
+def tiny_llama_trace(tmp_dir: str) -> LlamaTrace:
+    from export_tools import RandomSource, export_llama
+
+    result = export_llama(
+        RandomSource("tiny", seed=7), Path(tmp_dir) / "tiny.pte", max_seq_len=16, max_context_len=32, qmode="4w"
+    )
+    eager = result.eager
+    eager.reset()
+    runs, logits = [], []
+    tokens, position = list(PREFILL_TOKENS), 0
+    for _ in range(1 + DECODE_STEPS):
+        runs.append([_encoded(tokens, (1, len(tokens))), _encoded([position], (1,))])
+        with torch.no_grad():
+            step_logits = eager.forward(tokens, position).float().reshape(1, -1)
+        logits.append(step_logits)
+        position += len(tokens)
+        tokens = [int(step_logits.argmax())]
+    return LlamaTrace(result.pte_path.read_bytes(), runs, logits)
+
+
+def check_trace(trace: LlamaTrace, results):
+    """Every call's logits within 1e-3 of eager PyTorch, and the same argmax."""
+    assert len(results) == len(trace.logits)
+    for step, (outputs, want) in enumerate(zip(results, trace.logits)):
+        ((shape, data),) = outputs
+        got = torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape)
+        assert tuple(got.shape) == tuple(want.shape), f"step {step}: shape {list(got.shape)}"
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3, msg=lambda m: f"step {step}: {m}")
+        assert int(got.argmax()) == int(want.argmax()), f"step {step}: argmax differs"

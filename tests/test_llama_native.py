@@ -1,0 +1,16 @@
+"""A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps match eager PyTorch."""
+
+import asyncio
+
+import pytest
+
+import graph_programs
+from llama_fixtures import check_trace, tiny_llama_trace
+
+pytestmark = pytest.mark.native
+
+
+def test_tiny_llama_prefill_and_decode(tmp_path_factory):
+    trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
+    results = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs))
+    check_trace(trace, results)

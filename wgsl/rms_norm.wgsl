@@ -1,0 +1,48 @@
+// out[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * weight, f32.
+// One workgroup per row: each thread sums the squares of a strided slice of the row,
+// then a shared-memory tree adds the 256 partial sums.
+
+struct Params {
+  rows: u32,
+  width: u32,
+  eps: f32,
+  _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> weight: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+const WORKGROUP_SIZE: u32 = 256u;
+var<workgroup> partial: array<f32, WORKGROUP_SIZE>;
+
+@compute @workgroup_size(256)
+fn main(
+  @builtin(workgroup_id) group: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+  @builtin(local_invocation_index) thread: u32,
+) {
+  let row = group.x + group.y * groups.x;
+  if (row >= p.rows) {
+    return;  // the whole workgroup leaves together: barriers below stay uniform
+  }
+  let base = row * p.width;
+  var sum_squares = 0.0;
+  for (var i = thread; i < p.width; i += WORKGROUP_SIZE) {
+    let v = x[base + i];
+    sum_squares += v * v;
+  }
+  partial[thread] = sum_squares;
+  workgroupBarrier();
+  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+    if (thread < stride) {
+      partial[thread] += partial[thread + stride];
+    }
+    workgroupBarrier();
+  }
+  let inv_rms = inverseSqrt(partial[0] / f32(p.width) + p.eps);
+  for (var i = thread; i < p.width; i += WORKGROUP_SIZE) {
+    out[base + i] = x[base + i] * inv_rms * weight[i];
+  }
+}

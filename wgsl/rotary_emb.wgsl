@@ -1,0 +1,52 @@
+// Rotary position embedding on interleaved pairs (Meta / llama2.c layout), f32:
+//   out[2i]   = x[2i] * cos - x[2i+1] * sin
+//   out[2i+1] = x[2i] * sin + x[2i+1] * cos
+// for xq [B, S, Hq, D] and xk [B, S, Hk, D] in one dispatch (q pairs first, then k pairs),
+// with cos/sin [S, D/2] read at the pair's token and pair index.
+
+struct Params {
+  q_pairs: u32,           // pairs in xq: numel / 2
+  k_pairs: u32,
+  q_pairs_per_token: u32, // Hq * D / 2
+  k_pairs_per_token: u32,
+  half_dim: u32,          // D / 2, pairs per head and the width of cos/sin
+  seq_len: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> xq_out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> xk_out: array<f32>;
+@group(0) @binding(2) var<storage, read> xq: array<f32>;
+@group(0) @binding(3) var<storage, read> xk: array<f32>;
+@group(0) @binding(4) var<storage, read> freqs_cos: array<f32>;
+@group(0) @binding(5) var<storage, read> freqs_sin: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+fn freq_index(pair: u32, pairs_per_token: u32) -> u32 {
+  let token = (pair / pairs_per_token) % p.seq_len;
+  return token * p.half_dim + pair % p.half_dim;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let index = gid.x + gid.y * groups.x * 256u;
+  if (index < p.q_pairs) {
+    let f = freq_index(index, p.q_pairs_per_token);
+    let c = freqs_cos[f];
+    let s = freqs_sin[f];
+    let re = xq[2u * index];
+    let im = xq[2u * index + 1u];
+    xq_out[2u * index] = re * c - im * s;
+    xq_out[2u * index + 1u] = re * s + im * c;
+  } else if (index < p.q_pairs + p.k_pairs) {
+    let pair = index - p.q_pairs;
+    let f = freq_index(pair, p.k_pairs_per_token);
+    let c = freqs_cos[f];
+    let s = freqs_sin[f];
+    let re = xk[2u * pair];
+    let im = xk[2u * pair + 1u];
+    xk_out[2u * pair] = re * c - im * s;
+    xk_out[2u * pair + 1u] = re * s + im * c;
+  }
+}
