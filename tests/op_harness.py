@@ -26,6 +26,9 @@ class OpCase:
     inputs: tuple  # example inputs, used for the export and as the first run
     more_runs: list = field(default_factory=list)  # further input tuples (dynamic sizes)
     dynamic_shapes: object = None
+    # The dtype PyTorch computes the golden in. Quantized (torchao) modules only run in
+    # float32; their goldens are their own float32 outputs.
+    reference_dtype: torch.dtype = torch.float64
     # The module has state (e.g. KV-cache buffers it updates in place): one loaded graph
     # and one reference module copy run all runs, in order.
     stateful: bool = False
@@ -84,16 +87,16 @@ def _patterns_left_out(names):
 
 
 def reference_module(case: OpCase) -> torch.nn.Module:
-    """A float64 copy of the case's module (its parameters and buffers promoted)."""
-    return copy.deepcopy(case.module).double()
+    """A copy of the case's module in case.reference_dtype (float64 unless the case says)."""
+    return copy.deepcopy(case.module).to(case.reference_dtype)
 
 
 def reference(case: OpCase, inputs, module: torch.nn.Module | None = None) -> list[torch.Tensor]:
-    """PyTorch's outputs in float64 (float inputs and parameters promoted), from `module`
-    (a stateful case's shared reference_module) or from a fresh copy."""
+    """PyTorch's outputs in case.reference_dtype (float inputs and parameters promoted),
+    from `module` (a stateful case's shared reference_module) or from a fresh copy."""
     if module is None:
         module = reference_module(case)
-    promoted = [x.double() if x.is_floating_point() else x for x in inputs]
+    promoted = [x.to(case.reference_dtype) if x.is_floating_point() else x for x in inputs]
     with torch.no_grad():
         out = module(*promoted)
     return list(out) if isinstance(out, (tuple, list)) else [out]

@@ -1,10 +1,9 @@
 """Small `.pte` programs exported through ExecuTorch's Vulkan partitioner, for tests.
 
 Exporting takes seconds to half a minute per program, so `PteExports` builds each
-program on first use and keeps it in a folder. The session fixture `pte_exports`
-puts that folder in pytest's cache (.pytest_cache), keyed by the torch and executorch
-versions and by this file's contents, so later runs reuse the files; with the cache
-plugin disabled it falls back to a per-session temporary folder.
+program on first use and keeps it in a folder. The session fixture `pte_exports` keeps
+them in the repository's git-ignored `.cache/pte-exports/KEY/`, KEY naming the torch,
+executorch and torchao versions and this file's contents, so later runs reuse them.
 
 Use it from a test module with `from pte_fixtures import pte_exports` (the tests
 folder is on sys.path under pytest), then `pte_exports.path("mlp")` or
@@ -115,6 +114,43 @@ def _export_mlp(path: Path, compile_options: dict | None = None) -> None:
     )
 
 
+def _export_mlp_inline(path: Path) -> None:
+    """The "mlp" program re-serialized the way older exporters wrote it: the delegate
+    blob inside the program flatbuffer, the constants in the blob's own bytes section
+    (VkBytes offsets instead of named data), and so no segments and no extended header."""
+    import torch
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        extract_vk_flatbuffer,
+        flatbuffer_to_vk_graph,
+        serialize_vulkan_graph,
+    )
+    from executorch.exir._serialize._program import (
+        PTEFile,
+        deserialize_pte_binary,
+        serialize_pte_binary,
+    )
+    from executorch.exir.schema import BackendDelegateInlineData
+
+    with tempfile.TemporaryDirectory() as work:
+        exported = Path(work, "mlp.pte")
+        _export_mlp(exported)
+        pte = deserialize_pte_binary(exported.read_bytes())
+    # deserialize_pte_binary moves segments inline: the delegate blob into
+    # backend_delegate_data, the constants into named_data.
+    program, named = pte.program, pte.named_data
+    (forward,) = [plan for plan in program.execution_plan if plan.name == "forward"]
+    blob_index = forward.delegates[0].processed.index
+    graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(program.backend_delegate_data[blob_index].data))
+    constants = [
+        torch.frombuffer(bytearray(named.buffers[named.pte_data[c.named_key].buffer_index]), dtype=torch.uint8)
+        for c in graph.constants
+    ]
+    graph.constants = []
+    blob = serialize_vulkan_graph(graph, constants, [])
+    program.backend_delegate_data[blob_index] = BackendDelegateInlineData(data=blob)
+    _write_atomically(path, bytes(serialize_pte_binary(PTEFile(program=program))))
+
+
 def _export_dynamic(path: Path) -> None:
     """A dynamic batch dimension: SymInts, ValueLists of sizes, `cat`, `softmax`."""
     import torch
@@ -184,6 +220,7 @@ def _export_quantized_linears(path: Path, config_name: str) -> None:
 EXPORTS: dict[str, Callable[[Path], None]] = {
     "mlp": _export_mlp,
     "mlp_fp16": lambda path: _export_mlp(path, {"force_fp16": True}),
+    "mlp_inline": _export_mlp_inline,
     "dynamic": _export_dynamic,
     "partial": _export_partial,
     "q4w_linear": lambda path: _export_quantized_linears(path, "4w"),
@@ -211,6 +248,9 @@ class PteExports:
         return self.path(name).read_bytes()
 
 
+CACHE_ROOT = Path(__file__).resolve().parents[1] / ".cache" / "pte-exports"
+
+
 def _cache_key() -> str:
     versions = [importlib.metadata.version(p) for p in ("torch", "executorch", "torchao")]
     source = Path(__file__).read_bytes()
@@ -218,8 +258,7 @@ def _cache_key() -> str:
 
 
 @pytest.fixture(scope="session")
-def pte_exports(request, tmp_path_factory) -> PteExports:
-    cache = getattr(request.config, "cache", None)
-    if cache is None:
-        return PteExports(tmp_path_factory.mktemp("pte-exports"))
-    return PteExports(Path(cache.mkdir(f"pte-exports-{_cache_key()}")))
+def pte_exports() -> PteExports:
+    folder = CACHE_ROOT / _cache_key()
+    folder.mkdir(parents=True, exist_ok=True)
+    return PteExports(folder)

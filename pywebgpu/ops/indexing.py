@@ -98,6 +98,8 @@ class SelectCopy(GatherOp):
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
+        if len(args) != 4:
+            self.fail(f"expected 4 arguments, got {len(args)}")
         self.dim = self.normalize_dim(self.int_arg(1), len(self.src.max_sizes))
 
     def resize(self):

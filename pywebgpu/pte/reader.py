@@ -391,6 +391,10 @@ _VK_MEMORY_LAYOUTS = _enum_values(_VkMemoryLayout)
 
 _VULKAN_BACKEND_ID = "VulkanBackend"
 
+# ExecuTorch's kTensorDimensionLimit. Also keeps a corrupt dims vector from making
+# numel a product of thousands of factors.
+_MAX_TENSOR_DIMS = 16
+
 # VkBytes.offset of a constant stored in the program's named data, not inline.
 _NAMED_DATA_OFFSET = 2**64 - 1
 
@@ -490,6 +494,18 @@ class _Flatbuffer:
         with self.reading(what):
             return tuple(element(j) for j in range(count))
 
+    def value_ids(
+        self, length: Callable[[], int], element: Callable[[int], int], what: str, value_count: int
+    ) -> tuple[int, ...]:
+        """A vector field of value ids, each checked to index one of `value_count` values."""
+        ids = self.ints(length, element, what)
+        for position, value_id in enumerate(ids):
+            if not 0 <= value_id < value_count:
+                raise self.error(
+                    f"{what}[{position}]", f"value id {value_id} is out of range ({value_count} values)"
+                )
+        return ids
+
     def string(self, read: Callable[[], bytes | None], what: str) -> str | None:
         """A string field, given its generated accessor (None when absent)."""
         with self.reading(what):
@@ -524,9 +540,9 @@ _EXTENDED_HEADER_LENGTHS = (24, 32)
 @dataclass(frozen=True)
 class _FileLayout:
     program_size: int
-    # Absolute offset of the first segment and the size of the segment area; None
-    # when the file has no extended header, and so no segments.
-    segment_base: int | None
+    # Absolute offset and size of the segment area. A file without segment data
+    # (no extended header, or a zero segment base) can still list empty segments.
+    segment_base: int
     segment_area_size: int
 
 
@@ -541,8 +557,8 @@ def _read_file_layout(source: ByteSource) -> _FileLayout:
         )
     magic = head[_EXTENDED_HEADER_OFFSET : _EXTENDED_HEADER_OFFSET + 4]
     if magic != _EXTENDED_HEADER_MAGIC:
-        # Programs without segments may omit the header: the flatbuffer is the file.
-        return _FileLayout(program_size=file_size, segment_base=None, segment_area_size=0)
+        # Programs without segment data may omit the header: the flatbuffer is the file.
+        return _FileLayout(program_size=file_size, segment_base=file_size, segment_area_size=0)
     if len(head) < _EXTENDED_HEADER_OFFSET + 8:
         raise PteError(f"extended header at byte 8: truncated (file of {file_size} bytes)")
     (header_length,) = struct.unpack_from("<I", head, _EXTENDED_HEADER_OFFSET + 4)
@@ -558,7 +574,7 @@ def _read_file_layout(source: ByteSource) -> _FileLayout:
             f"{header_end}..{file_size} (file size)"
         )
     if segment_base == 0:
-        return _FileLayout(program_size=program_size, segment_base=None, segment_area_size=0)
+        return _FileLayout(program_size, segment_base=program_size, segment_area_size=0)
     if not program_size <= segment_base <= file_size:
         raise PteError(
             f"extended header at byte 8: segment base offset {segment_base} is outside "
@@ -668,7 +684,7 @@ def load_program(data) -> Program:
     """Decodes and validates a `.pte` program from a bytes-like object (bytes,
     bytearray, memoryview, mmap) or a `ByteSource`. Reads only the program
     flatbuffer here; a method's Vulkan graph is read by `Program.vulkan_graph`."""
-    source = data if isinstance(data, ByteSource) else BytesSource(data)
+    source = _as_source(data)
     layout = _read_file_layout(source)
     fb = _Flatbuffer(
         _read(source, 0, layout.program_size, "program flatbuffer"), 0, "program flatbuffer"
@@ -688,15 +704,22 @@ def load_program(data) -> Program:
     return Program(source, methods, named_data)
 
 
+def _as_source(data) -> ByteSource:
+    # Bytes-like first: an mmap also has `read` and `__len__`, but means its bytes.
+    try:
+        return BytesSource(data)
+    except TypeError:
+        if isinstance(data, ByteSource):
+            return data
+        raise TypeError(
+            f"expected a bytes-like object or a ByteSource, not {type(data).__name__}"
+        ) from None
+
+
 def _read_segments(fb: _Flatbuffer, program, layout: _FileLayout) -> list[tuple[int, int]]:
     """Absolute (offset, size) of every segment, checked against the segment area."""
     segments = []
     count = fb.vector(program.SegmentsLength, program.Segments, "segments")
-    if count and layout.segment_base is None:
-        raise PteError(
-            f"program flatbuffer: the program lists {count} segments but the file has no "
-            "extended header giving their base offset"
-        )
     for index in range(count):
         what = f"segment {index}"
         with fb.reading(what):
@@ -791,18 +814,8 @@ def _read_method(fb: _Flatbuffer, program, plan_index: int, blobs: _DelegateBlob
         specs.append(spec)
         scalars.append(scalar)
 
-    def value_ids(length, element, field):
-        ids = fb.ints(length, element, f"{where} {field}")
-        for position, value_id in enumerate(ids):
-            if not 0 <= value_id < value_count:
-                raise fb.error(
-                    f"{where} {field}[{position}]",
-                    f"value id {value_id} is out of range ({value_count} values)",
-                )
-        return ids
-
-    input_ids = value_ids(plan.InputsLength, plan.Inputs, "inputs")
-    output_ids = value_ids(plan.OutputsLength, plan.Outputs, "outputs")
+    input_ids = fb.value_ids(plan.InputsLength, plan.Inputs, f"{where} inputs", value_count)
+    output_ids = fb.value_ids(plan.OutputsLength, plan.Outputs, f"{where} outputs", value_count)
     info = MethodInfo(
         name=name,
         inputs=tuple(specs[i] for i in input_ids),
@@ -815,13 +828,45 @@ def _read_method(fb: _Flatbuffer, program, plan_index: int, blobs: _DelegateBlob
         for index in range(delegate_count)
     ]
 
-    instructions = []  # (kind name, flatbuffers Table of its arguments)
+    instructions = _read_instructions(fb, plan, where)
+    constant_value = None
+    if not input_ids and not instructions and len(output_ids) == 1:
+        constant_value = scalars[output_ids[0]]
+
+    delegate, delegate_arg_count = None, 0
+    if len(instructions) == 1 and instructions[0].kind == "DelegateCall":
+        (instruction,) = instructions
+        what = instruction.what
+        with fb.reading(what):
+            call = fb.union_table("DelegateCall", instruction.arguments, _FbDelegateCall, what)
+            delegate_index = call.DelegateIndex()
+        if not 0 <= delegate_index < delegate_count:
+            raise fb.error(
+                what, f"delegate index {delegate_index} is out of range ({delegate_count} delegates)"
+            )
+        delegate = delegates[delegate_index]
+        arg_ids = fb.value_ids(call.ArgsLength, call.Args, f"{what} args", value_count)
+        delegate_arg_count = len(arg_ids)
+    kinds = ", ".join(instruction.kind for instruction in instructions)
+    summary = f"{len(instructions)} instructions ({kinds})" if instructions else "no instructions"
+    return _Method(info, constant_value, delegate, delegate_arg_count, summary)
+
+
+@dataclass(frozen=True)
+class _Instruction:
+    kind: str  # an InstructionArguments name: "KernelCall", "DelegateCall", ...
+    arguments: object  # the flatbuffers Table of the union member
+    what: str  # where it is, for error messages
+
+
+def _read_instructions(fb: _Flatbuffer, plan, where: str) -> list[_Instruction]:
+    instructions = []
     chain_count = fb.vector(plan.ChainsLength, plan.Chains, f"{where} chains")
     for chain_index in range(chain_count):
         what = f"{where} chain {chain_index}"
         with fb.reading(what):
             chain = fb.table(plan.Chains(chain_index), what)
-            count = fb.vector(chain.InstructionsLength, chain.Instructions, what)
+        count = fb.vector(chain.InstructionsLength, chain.Instructions, f"{what} instructions")
         for index in range(count):
             what = f"{where} chain {chain_index} instruction {index}"
             with fb.reading(what):
@@ -829,27 +874,16 @@ def _read_method(fb: _Flatbuffer, program, plan_index: int, blobs: _DelegateBlob
                 kind, arguments = instruction.InstrArgsType(), instruction.InstrArgs()
             if kind not in _INSTRUCTION_KINDS or kind == _FbInstructionKind.NONE:
                 raise fb.error(what, f"unknown instruction kind {kind}")
-            instructions.append((_INSTRUCTION_KINDS[kind], arguments, what))
+            instructions.append(_Instruction(_INSTRUCTION_KINDS[kind], arguments, what))
+    return instructions
 
-    constant_value = None
-    if not input_ids and not instructions and len(output_ids) == 1:
-        constant_value = scalars[output_ids[0]]
 
-    delegate, delegate_arg_count = None, 0
-    if len(instructions) == 1 and instructions[0][0] == "DelegateCall":
-        _, arguments, what = instructions[0]
-        with fb.reading(what):
-            call = fb.union_table("DelegateCall", arguments, _FbDelegateCall, what)
-            delegate_index = call.DelegateIndex()
-        if not 0 <= delegate_index < delegate_count:
-            raise fb.error(
-                what, f"delegate index {delegate_index} is out of range ({delegate_count} delegates)"
-            )
-        delegate = delegates[delegate_index]
-        delegate_arg_count = len(value_ids(call.ArgsLength, call.Args, "delegate call args"))
-    kinds = ", ".join(kind for kind, _, _ in instructions)
-    summary = f"{len(instructions)} instructions ({kinds})" if instructions else "no instructions"
-    return _Method(info, constant_value, delegate, delegate_arg_count, summary)
+# Program value kinds holding a scalar: kind -> (generated table class, accessor).
+_PROGRAM_SCALARS = {
+    _FbEValueKind.Int: (_FbInt, _FbInt.IntVal),
+    _FbEValueKind.Double: (_FbDouble, _FbDouble.DoubleVal),
+    _FbEValueKind.Bool: (_FbBool, _FbBool.BoolVal),
+}
 
 
 def _read_evalue(fb: _Flatbuffer, plan, value_id: int, what: str):
@@ -869,19 +903,16 @@ def _read_evalue(fb: _Flatbuffer, plan, value_id: int, what: str):
             if dynamism not in _SHAPE_DYNAMISM:
                 raise fb.error(what, f"unknown shape dynamism {dynamism}")
             sizes = fb.ints(tensor.SizesLength, tensor.Sizes, f"{what} sizes")
+            if len(sizes) > _MAX_TENSOR_DIMS:
+                raise fb.error(what, f"{len(sizes)} dims, more than ExecuTorch's limit of {_MAX_TENSOR_DIMS}")
             if any(size < 0 for size in sizes):
                 raise fb.error(what, f"negative tensor size in {list(sizes)}")
             spec = EValueSpec(kind_name, _PROGRAM_DTYPES[scalar_type], sizes, _SHAPE_DYNAMISM[dynamism])
             return spec, None
-        scalar_tables = {_FbEValueKind.Int: _FbInt, _FbEValueKind.Double: _FbDouble, _FbEValueKind.Bool: _FbBool}
-        if kind not in scalar_tables:
+        if kind not in _PROGRAM_SCALARS:
             return EValueSpec(kind_name), None
-        table = fb.union_table(kind_name, evalue.Val(), scalar_tables[kind], what)
-        if kind == _FbEValueKind.Int:
-            return EValueSpec(kind_name), table.IntVal()
-        if kind == _FbEValueKind.Double:
-            return EValueSpec(kind_name), table.DoubleVal()
-        return EValueSpec(kind_name), table.BoolVal()
+        table_class, read_scalar = _PROGRAM_SCALARS[kind]
+        return EValueSpec(kind_name), read_scalar(fb.union_table(kind_name, evalue.Val(), table_class, what))
 
 
 def _read_delegate(fb: _Flatbuffer, plan, index: int, blobs: _DelegateBlobs, what: str) -> _Delegate:
@@ -967,15 +998,6 @@ def _read_vk_graph(
         _read_vk_value(fb, graph, value_id, constants, value_count) for value_id in range(value_count)
     )
 
-    def value_ids(length, element, what):
-        ids = fb.ints(length, element, what)
-        for position, value_id in enumerate(ids):
-            if not 0 <= value_id < value_count:
-                raise fb.error(
-                    f"{what}[{position}]", f"value id {value_id} is out of range ({value_count} values)"
-                )
-        return ids
-
     op_count = fb.vector(graph.ChainLength, graph.Chain, "chain")
     chain = []
     for index in range(op_count):
@@ -984,7 +1006,7 @@ def _read_vk_graph(
             op = fb.table(graph.Chain(index), what)
             name = fb.required_string(op.Name, f"{what} name")
             node_id = op.NodeId()
-        args = value_ids(op.ArgsLength, op.Args, f"op {index} ({name}) args")
+        args = fb.value_ids(op.ArgsLength, op.Args, f"op {index} ({name}) args", value_count)
         chain.append(OpCall(index, node_id, name, args))
 
     storage_type_override = _checked_enum(
@@ -998,8 +1020,8 @@ def _read_vk_graph(
         version=version,
         values=values,
         chain=tuple(chain),
-        input_ids=value_ids(graph.InputIdsLength, graph.InputIds, "input_ids"),
-        output_ids=value_ids(graph.OutputIdsLength, graph.OutputIds, "output_ids"),
+        input_ids=fb.value_ids(graph.InputIdsLength, graph.InputIds, "input_ids", value_count),
+        output_ids=fb.value_ids(graph.OutputIdsLength, graph.OutputIds, "output_ids", value_count),
         shared_object_count=max(mem_obj_ids, default=-1) + 1,
         compile_specs=dict(delegate.compile_specs),
         storage_type_override=storage_type_override,
@@ -1049,11 +1071,20 @@ def _read_vk_constants(
     return tuple(constants)
 
 
-_VK_LIST_TABLES = {
+# Graph value kinds holding one scalar: kind -> (generated table class, accessor,
+# value class).
+_VK_SCALARS = {
+    _VkValueKind.Int: (_VkInt, _VkInt.IntVal, IntValue),
+    _VkValueKind.Double: (_VkDouble, _VkDouble.DoubleVal, DoubleValue),
+    _VkValueKind.Bool: (_VkBool, _VkBool.BoolVal, BoolValue),
+    _VkValueKind.SymInt: (_VkSymInt, _VkSymInt.Value, SymIntValue),
+}
+
+# Graph value kinds holding a list of scalars: kind -> (generated table class, value class).
+_VK_SCALAR_LISTS = {
     _VkValueKind.IntList: (_VkIntList, IntListValue),
     _VkValueKind.DoubleList: (_VkDoubleList, DoubleListValue),
     _VkValueKind.BoolList: (_VkBoolList, BoolListValue),
-    _VkValueKind.ValueList: (_VkValueList, ValueListValue),
 }
 
 _VK_KIND_NAMES = {
@@ -1071,33 +1102,24 @@ def _read_vk_value(
         if kind not in _VK_KIND_NAMES or kind == _VkValueKind.NONE:
             raise fb.error(what, f"unknown value kind {kind}")
         kind_name = _VK_KIND_NAMES[kind]
+        if kind == _VkValueKind.Null:
+            return NullValue()
         if kind == _VkValueKind.VkTensor:
             tensor = fb.union_table(kind_name, table, _VkTensor, what)
             return _read_vk_tensor(fb, tensor, constants, what)
-        if kind == _VkValueKind.Null:
-            return NullValue()
-        if kind == _VkValueKind.Int:
-            return IntValue(fb.union_table(kind_name, table, _VkInt, what).IntVal())
-        if kind == _VkValueKind.Double:
-            return DoubleValue(fb.union_table(kind_name, table, _VkDouble, what).DoubleVal())
-        if kind == _VkValueKind.Bool:
-            return BoolValue(fb.union_table(kind_name, table, _VkBool, what).BoolVal())
-        if kind == _VkValueKind.SymInt:
-            return SymIntValue(fb.union_table(kind_name, table, _VkSymInt, what).Value())
         if kind == _VkValueKind.String:
             string = fb.union_table(kind_name, table, _VkString, what)
             return StringValue(fb.string(string.StringVal, f"{what} string_val") or "")
-        table_class, value_class = _VK_LIST_TABLES[kind]
-        obj = fb.union_table(kind_name, table, table_class, what)
-        items = fb.ints(obj.ItemsLength, obj.Items, f"{what} ({kind_name}) items")
-    if value_class is ValueListValue:
-        for position, item in enumerate(items):
-            if not 0 <= item < value_count:
-                raise fb.error(
-                    f"{what} (ValueList) items[{position}]",
-                    f"value id {item} is out of range ({value_count} values)",
-                )
-    return value_class(items)
+        if kind in _VK_SCALARS:
+            table_class, read_scalar, value_class = _VK_SCALARS[kind]
+            return value_class(read_scalar(fb.union_table(kind_name, table, table_class, what)))
+        if kind == _VkValueKind.ValueList:
+            values = fb.union_table(kind_name, table, _VkValueList, what)
+            items = f"{what} (ValueList) items"
+            return ValueListValue(fb.value_ids(values.ItemsLength, values.Items, items, value_count))
+        table_class, value_class = _VK_SCALAR_LISTS[kind]
+        scalars = fb.union_table(kind_name, table, table_class, what)
+        return value_class(fb.ints(scalars.ItemsLength, scalars.Items, f"{what} ({kind_name}) items"))
 
 
 def _read_vk_tensor(fb: _Flatbuffer, tensor, constants: tuple[ConstantRef, ...], what: str) -> TensorValue:
@@ -1110,6 +1132,8 @@ def _read_vk_tensor(fb: _Flatbuffer, tensor, constants: tuple[ConstantRef, ...],
     dtype = _VK_DTYPES[datatype]
     staging_dtype = None if staging in (_VkDataType.UNSET, datatype) else _VK_DTYPES[staging]
     dims = fb.ints(tensor.DimsLength, tensor.Dims, f"{what} dims")
+    if len(dims) > _MAX_TENSOR_DIMS:
+        raise fb.error(what, f"{len(dims)} dims, more than ExecuTorch's limit of {_MAX_TENSOR_DIMS}")
     storage_type = _checked_enum(fb, tensor.StorageType, _VK_STORAGE_TYPES, f"{what} storage_type")
     memory_layout = _checked_enum(fb, tensor.MemoryLayout, _VK_MEMORY_LAYOUTS, f"{what} memory_layout")
     # Negative ids mean "none" in the schema.

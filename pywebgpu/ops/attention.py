@@ -1,0 +1,169 @@
+"""Attention over a KV cache, from ExecuTorch's Llama export (kernel: wgsl/sdpa.wgsl).
+
+- `sdpa_with_kv_cache`: what the Vulkan partitioner fuses update_cache + custom_sdpa
+  into. Writes this call's k/v into the caches at rows [input_pos, input_pos + S), then
+  attends causally over [0, input_pos + S): one dispatch does both.
+- `update_cache` (alone): a buffer copy of the new rows into the cache.
+- `llama.custom_sdpa` (when left unfused): the attention alone, over the caches.
+
+The KV caches are constants of the graph (zero-initialised module buffers) that these
+ops update in place, so they keep their contents from one execution to the next.
+Tensors are [1, S, heads, head_dim] and caches [1, max_context, kv_heads, head_dim];
+query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from .registry import OpHandler, register
+
+MAX_HEAD_DIM = 256  # sdpa.wgsl: 64 threads x 4 dims each
+
+
+class CausalAttention(OpHandler):
+    """The attention shared by sdpa_with_kv_cache and custom_sdpa: q, caches, input_pos
+    and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
+
+    update_cache = False
+
+    def setup_attention(self, q, k_cache, v_cache, input_pos, attn_mask, dropout_p, is_causal, scale, out):
+        self.q, self.k_cache, self.v_cache, self.out = (self.tensor(i) for i in (q, k_cache, v_cache, out))
+        self.input_pos_arg = input_pos
+        self.int_arg(input_pos)  # an Int or SymInt, checked now rather than at run time
+        if self.value(attn_mask) is not None:
+            self.fail("an explicit attn_mask is not supported (only causal attention)")
+        if self.value(dropout_p) is not None and self.float_arg(dropout_p) != 0.0:
+            self.fail("dropout_p must be 0")
+        if self.value(is_causal) is not None and self.value(is_causal) is not True:
+            self.fail("only causal attention (is_causal=True) is supported")
+        for tensor in (self.q, self.k_cache, self.v_cache, self.out):
+            if tensor.dtype != "float32":
+                self.fail(f"{tensor.label} is {tensor.dtype}; only float32 is supported")
+        if len(self.q.max_sizes) != 4 or self.q.max_sizes[0] != 1:
+            self.fail(f"q is {list(self.q.max_sizes)}; expected [1, S, heads, head_dim]")
+        cache_sizes = self.k_cache.max_sizes
+        if len(cache_sizes) != 4 or cache_sizes[0] != 1 or self.v_cache.max_sizes != cache_sizes:
+            self.fail(f"caches {list(cache_sizes)} / {list(self.v_cache.max_sizes)}: expected equal [1, context, kv_heads, head_dim]")
+        _, self.max_context, self.kv_heads, self.head_dim = cache_sizes
+        self.q_heads = self.q.max_sizes[2]
+        if self.q.max_sizes[3] != self.head_dim:
+            self.fail(f"q's head dim {self.q.max_sizes[3]} differs from the caches' {self.head_dim}")
+        if self.head_dim > MAX_HEAD_DIM:
+            self.fail(f"head dim {self.head_dim} is above the supported {MAX_HEAD_DIM}")
+        if self.kv_heads == 0 or self.q_heads % self.kv_heads:
+            self.fail(f"{self.q_heads} query heads do not divide into {self.kv_heads} kv heads")
+        self.scale = 1.0 / math.sqrt(self.head_dim) if self.value(scale) is None else self.float_arg(scale)
+
+    def check_new_rows(self, new, label):
+        """`new` (this call's k or v) must be [1, S, kv_heads, head_dim] like the caches."""
+        sizes = new.max_sizes
+        if new.dtype != "float32" or len(sizes) != 4 or sizes[0] != 1 or sizes[2:] != (self.kv_heads, self.head_dim):
+            self.fail(f"{label} is {new.dtype}{list(sizes)}; expected float32[1, S, {self.kv_heads}, {self.head_dim}]")
+
+    async def build_attention(self, k, v):
+        self.params = self.params_buffer(32)
+        self.pipeline = await self.make_pipeline("sdpa", {"UPDATE_CACHE": int(self.update_cache)})
+        self.group = self.graph.device.bind_group(
+            self.pipeline,
+            [self.out.buffer, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params],
+        )
+
+    def resize_attention(self, cached_len_after_input_pos: bool):
+        """Set the output size and parameters. Keys below input_pos come from the caches;
+        with `cached_len_after_input_pos` so do this call's S rows (already written)."""
+        seq_len = self.q.sizes[1]
+        self.input_pos = self.int_arg(self.input_pos_arg)
+        if self.input_pos < 0 or self.input_pos + seq_len > self.max_context:
+            self.fail(f"positions [{self.input_pos}, {self.input_pos + seq_len}) exceed the cache's {self.max_context}")
+        self.set_sizes(self.out, self.q.sizes)
+        cached_len = self.input_pos + seq_len if cached_len_after_input_pos else self.input_pos
+        self.write_params(
+            self.params,
+            struct.pack(
+                "<6IfI", seq_len, self.q_heads, self.kv_heads, self.head_dim, self.input_pos, cached_len, self.scale, 0
+            ),
+        )
+        self.grid = (self.q_heads, seq_len)
+
+    def record(self, recorder):
+        if self.grid[1]:
+            recorder.dispatch(self.pipeline, self.group, *self.grid)
+
+
+@register("sdpa_with_kv_cache.default")
+class SdpaWithKvCache(CausalAttention):
+    """Args: q, k, v, k_cache, v_cache, input_pos (SymInt), seq_len (unused: a dummy Int),
+    attn_mask, dropout_p, is_causal, scale, out."""
+
+    update_cache = True
+
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 12:
+            self.fail(f"expected 12 arguments, got {len(args)}")
+        self.setup_attention(0, 3, 4, 5, 7, 8, 9, 10, 11)
+        self.k, self.v = self.tensor(1), self.tensor(2)
+        self.check_new_rows(self.k, "k")
+        self.check_new_rows(self.v, "v")
+
+    async def build(self):
+        await self.build_attention(self.k, self.v)
+
+    def resize(self):
+        if self.k.sizes[1] != self.q.sizes[1] or self.v.sizes[1] != self.q.sizes[1]:
+            self.fail(f"q, k and v differ in length: {self.q.sizes[1]}, {self.k.sizes[1]}, {self.v.sizes[1]}")
+        self.resize_attention(cached_len_after_input_pos=False)
+
+
+@register("llama.custom_sdpa.default")
+class CustomSdpa(CausalAttention):
+    """Args: q, k_cache, v_cache, input_pos (SymInt), attn_mask, dropout_p, is_causal,
+    scale, out. The caches already hold this call's rows (update_cache ran before)."""
+
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 9:
+            self.fail(f"expected 9 arguments, got {len(args)}")
+        self.setup_attention(0, 1, 2, 3, 4, 5, 6, 7, 8)
+
+    async def build(self):
+        # The kernel's k/v bindings are read only when keys lie past the cached ones,
+        # which never happens here; q stands in for them (a read-only alias is valid).
+        await self.build_attention(self.q, self.q)
+
+    def resize(self):
+        self.resize_attention(cached_len_after_input_pos=True)
+
+
+@register("update_cache.default")
+class UpdateCache(OpHandler):
+    """Args: value [1, S, heads, head_dim], cache [1, context, heads, head_dim],
+    input_pos (SymInt), out. `out` is a placeholder the exporter may plan into memory
+    that other tensors use: it is never written."""
+
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 4:
+            self.fail(f"expected 4 arguments (value, cache, input_pos, out), got {len(args)}")
+        self.src, self.cache = self.tensor(0), self.tensor(1)
+        self.int_arg(2)
+        sizes = self.cache.max_sizes
+        if len(sizes) != 4 or sizes[0] != 1 or len(self.src.max_sizes) != 4 or self.src.max_sizes[2:] != sizes[2:]:
+            self.fail(f"value {list(self.src.max_sizes)} does not fit cache rows {list(sizes)}")
+        if self.src.dtype != "float32" or self.cache.dtype != "float32":
+            self.fail(f"value is {self.src.dtype} and the cache {self.cache.dtype}; only float32 is supported")
+        self.row_bytes = sizes[2] * sizes[3] * self.cache.itemsize
+
+    def resize(self):
+        seq_len = self.src.sizes[1]
+        position = self.int_arg(2)
+        if position < 0 or position + seq_len > self.cache.max_sizes[1]:
+            self.fail(f"positions [{position}, {position + seq_len}) exceed the cache's {self.cache.max_sizes[1]}")
+        self.offset = position * self.row_bytes
+        self.size = seq_len * self.row_bytes
+
+    def record(self, recorder):
+        if self.size:
+            recorder.copy(self.src.buffer, self.cache.buffer, self.size, dst_offset=self.offset)

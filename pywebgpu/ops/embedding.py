@@ -1,0 +1,116 @@
+"""Embedding lookups (kernels: wgsl/embedding.wgsl, wgsl/embedding_q4gsw.wgsl).
+
+- `aten.embedding(weight f32 [V, D], indices, padding_idx, scale_grad_by_freq, sparse)`;
+  the last three only matter for training and are ignored.
+- `et_vk.embedding_q4gsw(weights uint8 [V, D/2], scales f32 [V, D/group_size] (or [V]),
+  group_size, indices, is_linear_weight)` (`-E 4,32`): 4-bit symmetric per-group weights
+  kept packed; `is_linear_weight` picks the nibble order (low nibble first, as 4-bit
+  linears pack, which is what current exporters always emit).
+
+Indices are int32 (the runtime narrows int64 token ids). The output is
+[*indices.shape, D]. A token id outside [0, V) yields a row of zeros: PyTorch would
+raise, and a GPU kernel cannot, but it must not read out of bounds either.
+"""
+
+from __future__ import annotations
+
+from ..gpu import linear_grid
+from .registry import OpHandler, pack_u32, register
+
+WORKGROUP_SIZE = 256
+WORD_VALUES = 8  # 4-bit values per u32 word
+
+
+class EmbeddingBase(OpHandler):
+    def parse(self, indices: int):
+        self.indices, self.out = self.tensor(indices), self.tensor(len(self.args) - 1)
+        if self.indices.dtype != "int32":
+            self.fail(f"indices {self.indices.label} are {self.indices.dtype}; int32 expected")
+        if self.out.dtype != "float32":
+            self.fail(f"output {self.out.label} is {self.out.dtype}; only float32 is supported")
+        self.dim = self.out.max_sizes[-1]
+
+    def set_output_sizes(self) -> int:
+        """Set the output's live sizes from the indices'; returns the number of tokens."""
+        self.set_sizes(self.out, (*self.indices.sizes, self.dim))
+        return self.indices.numel
+
+    def record(self, recorder):
+        if self.tokens:
+            recorder.dispatch(self.pipeline, self.group, *self.grid)
+
+
+@register("aten.embedding.default")
+class Embedding(EmbeddingBase):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 6:
+            self.fail(f"expected 6 arguments (weight, indices, padding_idx, scale_grad_by_freq, sparse, out), got {len(args)}")
+        self.weight = self.tensor(0)
+        self.parse(indices=1)
+        if self.weight.dtype != "float32" or len(self.weight.max_sizes) != 2 or self.weight.max_sizes[1] != self.dim:
+            self.fail(f"weight {self.weight.label} should be float32 [V, {self.dim}], got {self.weight.dtype}{list(self.weight.max_sizes)}")
+        self.vocab = self.weight.max_sizes[0]
+
+    async def build(self):
+        self.params = self.params_buffer(16)
+        self.pipeline = await self.make_pipeline("embedding")
+        self.group = self.graph.device.bind_group(
+            self.pipeline, [self.out.buffer, self.weight.buffer, self.indices.buffer, self.params]
+        )
+
+    def resize(self):
+        self.tokens = self.set_output_sizes()
+        self.write_params(self.params, pack_u32(self.tokens, self.dim, self.vocab, 0))
+        self.grid = linear_grid(self.tokens * self.dim, WORKGROUP_SIZE)
+
+
+@register("et_vk.embedding_q4gsw.default")
+class EmbeddingQ4gsw(EmbeddingBase):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 6:
+            self.fail(f"expected 6 arguments (weights, scales, group_size, indices, is_linear_weight, out), got {len(args)}")
+        self.weights, self.scales = self.tensor(0), self.tensor(1)
+        self.group_size = self.int_arg(2)
+        self.parse(indices=3)
+        self.linear_order = self.value(4)
+        if not isinstance(self.linear_order, bool):
+            self.fail(f"is_linear_weight should be a bool, got {type(self.linear_order).__name__}")
+        if self.weights.dtype != "uint8" or len(self.weights.max_sizes) != 2:
+            self.fail(f"weights {self.weights.label} should be uint8 [V, D/2], got {self.weights.dtype}{list(self.weights.max_sizes)}")
+        self.vocab, row_bytes = self.weights.max_sizes
+        if self.group_size <= 0 or self.group_size % WORD_VALUES or self.dim % self.group_size:
+            self.fail(f"group size {self.group_size} must be a positive multiple of {WORD_VALUES} dividing D={self.dim}")
+        if 2 * row_bytes != self.dim or row_bytes % 4:
+            self.fail(f"weights {list(self.weights.max_sizes)} do not hold word-aligned rows of D={self.dim} 4-bit values")
+        scale_sizes = self.scales.max_sizes
+        self.groups_per_row = scale_sizes[1] if len(scale_sizes) == 2 else 1
+        if (
+            self.scales.dtype != "float32"
+            or len(scale_sizes) not in (1, 2)
+            or scale_sizes[0] != self.vocab
+            or self.groups_per_row != self.dim // self.group_size
+        ):
+            self.fail(
+                f"scales {self.scales.label} should be float32 [{self.vocab}, {self.dim // self.group_size}], "
+                f"got {self.scales.dtype}{list(scale_sizes)}"
+            )
+        self.weight_row_words = row_bytes // 4
+
+    async def build(self):
+        self.params = self.params_buffer(32)
+        self.pipeline = await self.make_pipeline("embedding_q4gsw", {"LINEAR_ORDER": self.linear_order})
+        self.group = self.graph.device.bind_group(
+            self.pipeline, [self.out.buffer, self.weights.buffer, self.scales.buffer, self.indices.buffer, self.params]
+        )
+
+    def resize(self):
+        self.tokens = self.set_output_sizes()
+        self.write_params(
+            self.params,
+            pack_u32(
+                self.tokens, self.dim, self.vocab, self.weight_row_words, self.groups_per_row, self.group_size, 0, 0
+            ),
+        )
+        self.grid = linear_grid(self.tokens * self.dim // WORD_VALUES, WORKGROUP_SIZE)

@@ -1,0 +1,240 @@
+"""4-bit group-quantized linears (kernels: wgsl/linear_q4gsw.wgsl, wgsl/dynamic_quant_int8.wgsl).
+
+- `et_vk.linear_q4gsw(x, weights, scales, group_size, bias?)` (`-qmode 4w`): f32 x times
+  symmetric 4-bit weights with one f32 scale per group of `group_size` input features.
+- `torchao.choose_qparams_affine` + `et_vk.linear_dq8ca_q4gsw(x, x_scales, x_zero_points,
+  weights, weight_sums, scales, group_size, bias?)` (`-qmode 8da4w`): the same weights,
+  times activations quantized per row to int8 on the fly. Quantizing x and dequantizing
+  it again before an f32 GEMM gives exactly what torchao's eager module computes; the
+  integer-accumulation helper `weight_sums` is not needed for that and is left unread.
+
+Weights stay packed on the GPU (see pte-format notes): W uint8 [N, K/2], low nibble first;
+scales f32 transposed to [K / group_size, N padded to a multiple of 4]. x is [..., K] with
+any live leading dims: M = their product. Few rows (decode) run a GEMV, more a tiled GEMM.
+"""
+
+from __future__ import annotations
+
+import numbers
+import struct
+
+from ..gpu import STORAGE_USAGE, linear_grid
+from ..runtime.values import Tensor, ValueList, numel
+from .registry import OpHandler, pack_u32, register
+
+# Mirrors of constants in the kernels.
+GEMV_ROWS = 4  # outputs per gemv workgroup (linear_q4gsw.wgsl)
+GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
+QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
+ELEMENTWISE_WORKGROUP = 256
+# Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
+GEMV_MAX_ROWS = 4
+# The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
+WORD_VALUES = 8
+INT8_MIN, INT8_MAX = -128, 127
+# torchao's default eps for float32 inputs: torch.finfo(torch.float32).smallest_normal.
+F32_SMALLEST_NORMAL = 2.0**-126
+
+
+class LinearQ4gsw(OpHandler):
+    """Base of the 4-bit linears: parses the weight arguments, runs GEMV or GEMM on
+    `self.gemm_input` (x itself, or a dequantized copy made by a subclass)."""
+
+    def parse_weights(self, weights: int, scales: int, group_size: int, bias: int):
+        self.x, self.out = self.tensor(0), self.tensor(len(self.args) - 1)
+        self.weights, self.scales = self.tensor(weights), self.tensor(scales)
+        self.bias = self.optional_tensor(bias)
+        self.group_size = self.int_arg(group_size)
+        for tensor in (self.x, self.out, self.scales, self.bias):
+            if tensor is not None and tensor.dtype != "float32":
+                self.fail(f"{tensor.label} is {tensor.dtype}; only float32 is supported")
+        if self.weights.dtype != "uint8" or len(self.weights.max_sizes) != 2:
+            self.fail(f"weights {self.weights.label} should be uint8 [N, K/2], got {self.weights.dtype}{list(self.weights.max_sizes)}")
+        if len(self.scales.max_sizes) != 2:
+            self.fail(f"scales {self.scales.label} should be 2-d [K/group_size, N], got {list(self.scales.max_sizes)}")
+        if not self.x.max_sizes:
+            self.fail("x is 0-d")
+        self.k = self.x.max_sizes[-1]
+        self.n = self.out.max_sizes[-1]
+        n_rows, row_bytes = self.weights.max_sizes
+        groups, scale_stride = self.scales.max_sizes
+        if self.group_size <= 0 or self.group_size % WORD_VALUES or self.k % self.group_size:
+            self.fail(f"group size {self.group_size} must be a positive multiple of {WORD_VALUES} dividing K={self.k}")
+        if n_rows < self.n or 2 * row_bytes < self.k or row_bytes % 4:
+            self.fail(f"weights {list(self.weights.max_sizes)} do not hold N={self.n} rows of K={self.k} word-aligned 4-bit values")
+        if groups < self.k // self.group_size or scale_stride < self.n:
+            self.fail(f"scales {list(self.scales.max_sizes)} do not cover {self.k // self.group_size} groups x N={self.n}")
+        if self.bias is not None and numel(self.bias.max_sizes) < self.n:
+            self.fail(f"bias {self.bias.label} has fewer than N={self.n} values")
+        self.weight_row_words = row_bytes // 4
+        self.scale_stride = scale_stride
+
+    @property
+    def gemm_input(self):
+        return self.x.buffer
+
+    async def build(self):
+        self.params = self.params_buffer(32)
+        constants = {"HAS_BIAS": self.bias is not None}
+        # Without a bias, any read-only buffer of this dispatch fills the bias slot.
+        bias = self.bias.buffer if self.bias is not None else self.scales.buffer
+        buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params]
+        self.kernels = {}
+        for entry_point in ("gemv", "gemm"):
+            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=entry_point)
+            self.kernels[entry_point] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
+
+    def resize(self):
+        if self.x.sizes[-1] != self.k:
+            self.fail(f"x has {self.x.sizes[-1]} input features, the weights {self.k}")
+        self.m = numel(self.x.sizes[:-1])
+        self.set_sizes(self.out, (*self.x.sizes[:-1], self.n))
+        self.write_params(
+            self.params,
+            pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, 0, 0),
+        )
+        if self.m <= GEMV_MAX_ROWS:
+            self.entry_point = "gemv"
+            self.grid = (*linear_grid(-(-self.n // GEMV_ROWS), 1), self.m)
+        else:
+            self.entry_point = "gemm"
+            self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
+
+    def record(self, recorder):
+        if self.m:
+            recorder.dispatch(*self.kernels[self.entry_point], *self.grid)
+
+
+@register("et_vk.linear_q4gsw.default")
+class LinearQ4gswWeightOnly(LinearQ4gsw):
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 6:
+            self.fail(f"expected 6 arguments (x, weights, scales, group_size, bias, out), got {len(args)}")
+        self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
+
+
+def _zero_point_is_int8(op: OpHandler, zero_points) -> bool:
+    if zero_points.dtype not in ("int8", "int32"):
+        op.fail(f"zero points {zero_points.label} are {zero_points.dtype}; int8 or int32 expected")
+    return zero_points.dtype == "int8"
+
+
+def _qparams_params(rows: int, row_len: int, qmin: int, qmax: int, eps: float) -> bytes:
+    """The Params block of dynamic_quant_int8.wgsl."""
+    return struct.pack("<IIiif3I", rows, row_len, qmin, qmax, eps, 0, 0, 0)
+
+
+@register("et_vk.linear_dq8ca_q4gsw.default")
+class LinearDq8caQ4gsw(LinearQ4gsw):
+    """x is quantized to int8 per row with the scales and zero points of
+    choose_qparams_affine, dequantized into a scratch buffer, then multiplied."""
+
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 9:
+            self.fail(
+                "expected 9 arguments (x, x_scales, x_zero_points, weights, weight_sums, scales, "
+                f"group_size, bias, out), got {len(args)}"
+            )
+        self.parse_weights(weights=3, scales=5, group_size=6, bias=7)
+        self.x_scales, self.x_zero_points = self.tensor(1), self.tensor(2)
+        if self.x_scales.dtype != "float32":
+            self.fail(f"activation scales {self.x_scales.label} are {self.x_scales.dtype}; float32 expected")
+        self.zp_int8 = _zero_point_is_int8(self, self.x_zero_points)
+
+    @property
+    def gemm_input(self):
+        return self.x_dequantized
+
+    async def build(self):
+        self.x_dequantized = self.graph.device.create_buffer(
+            self.x.max_nbytes, STORAGE_USAGE, label=f"{self.name}#{self.index}.x_dequantized"
+        )
+        await super().build()
+        self.quant_params = self.params_buffer(32)
+        self.quant_pipeline = await self.make_pipeline(
+            "dynamic_quant_int8", {"ZP_INT8": self.zp_int8}, entry_point="quantize_dequantize"
+        )
+        self.quant_group = self.graph.device.bind_group(
+            self.quant_pipeline,
+            [self.x_dequantized, self.x_zero_points.buffer, self.x.buffer, self.quant_params, self.x_scales.buffer],
+        )
+
+    def resize(self):
+        super().resize()
+        if numel(self.x_scales.sizes) != self.m or numel(self.x_zero_points.sizes) != self.m:
+            self.fail(
+                f"{self.m} rows of x but {numel(self.x_scales.sizes)} scales and "
+                f"{numel(self.x_zero_points.sizes)} zero points"
+            )
+        self.write_params(self.quant_params, _qparams_params(self.m, self.k, INT8_MIN, INT8_MAX, 0.0))
+        self.quant_grid = linear_grid(self.m * self.k, ELEMENTWISE_WORKGROUP)
+
+    def record(self, recorder):
+        if self.m:
+            recorder.dispatch(self.quant_pipeline, self.quant_group, *self.quant_grid)
+        super().record(recorder)
+
+
+@register("torchao.choose_qparams_affine.default")
+class ChooseQparamsAffine(OpHandler):
+    """Per-row asymmetric quantization parameters of x (the 8da4w activation half).
+
+    args: (x, mapping_type, block_size, target_dtype, quant_min, quant_max, eps,
+    scale_dtype, zero_point_dtype, keepdim, [scales, zero_points]); dtypes are serialized
+    as Null, so the output tensors' dtypes say what to write.
+    """
+
+    def __init__(self, graph, index, name, args):
+        super().__init__(graph, index, name, args)
+        if len(args) != 11:
+            self.fail(f"expected 11 arguments, got {len(args)}")
+        self.x = self.tensor(0)
+        outputs = self.value(10)
+        if not isinstance(outputs, ValueList) or len(outputs.items) != 2:
+            self.fail("the last argument should list two outputs (scales, zero points)")
+        self.scales, self.zero_points = (graph.values[i] for i in outputs.items)
+        if not isinstance(self.scales, Tensor) or not isinstance(self.zero_points, Tensor):
+            self.fail("the outputs (scales, zero points) should be tensors")
+        if self.x.dtype != "float32" or self.scales.dtype != "float32":
+            self.fail("x and the scales must be float32")
+        self.zp_int8 = _zero_point_is_int8(self, self.zero_points)
+        if self.value(1) != "ASYMMETRIC":
+            self.fail(f"mapping type {self.value(1)!r} is not supported (only ASYMMETRIC)")
+        self.row_len = self.x.max_sizes[-1] if self.x.max_sizes else 1
+        block_size = self.ints_arg(2)
+        if len(block_size) != len(self.x.max_sizes) or block_size[-1] != self.row_len or any(b != 1 for b in block_size[:-1]):
+            self.fail(f"block size {block_size} is not per row of x {list(self.x.max_sizes)}")
+        self.qmin = INT8_MIN if self.value(4) is None else self.int_arg(4)
+        self.qmax = INT8_MAX if self.value(5) is None else self.int_arg(5)
+        zp_min, zp_max = (INT8_MIN, INT8_MAX) if self.zp_int8 else (-(2**31), 2**31 - 1)
+        if not zp_min <= self.qmin < self.qmax <= zp_max:
+            self.fail(f"quant range [{self.qmin}, {self.qmax}] does not fit the {self.zero_points.dtype} zero points")
+        eps = self.value(6)
+        if eps is not None and not isinstance(eps, numbers.Real):
+            self.fail(f"eps should be a number, got {type(eps).__name__}")
+        self.eps = F32_SMALLEST_NORMAL if eps is None else float(eps)
+        self.keepdim = bool(self.value(9))
+
+    async def build(self):
+        self.params = self.params_buffer(32)
+        self.pipeline = await self.make_pipeline("dynamic_quant_int8", {"ZP_INT8": self.zp_int8}, entry_point="choose_qparams")
+        self.group = self.graph.device.bind_group(
+            self.pipeline, [self.scales.buffer, self.zero_points.buffer, self.x.buffer, self.params]
+        )
+
+    def resize(self):
+        if self.x.sizes[-1] != self.row_len:
+            self.fail(f"x rows have {self.x.sizes[-1]} values, the block size {self.row_len}")
+        self.rows = numel(self.x.sizes[:-1])
+        # keepdim keeps x's rank with a trailing 1; otherwise the row dim is dropped.
+        sizes = (*self.x.sizes[:-1], 1) if self.keepdim else self.x.sizes[:-1]
+        self.set_sizes(self.scales, sizes)
+        self.set_sizes(self.zero_points, sizes)
+        self.write_params(self.params, _qparams_params(self.rows, self.row_len, self.qmin, self.qmax, self.eps))
+        self.grid = linear_grid(-(-self.rows // QPARAMS_ROWS), 1)
+
+    def record(self, recorder):
+        if self.rows:
+            recorder.dispatch(self.pipeline, self.group, *self.grid)

@@ -1,0 +1,129 @@
+"""Attention over a KV cache, as ExecuTorch's Llama export builds it (CustomKVCache's
+llama::update_cache + SDPACustom's llama::custom_sdpa, which the Vulkan partitioner fuses
+into sdpa_with_kv_cache). The caches are module buffers updated in place, so every case
+is stateful: a prefill at position 0, single-token decode steps, and chunks at later
+positions run in order on one loaded graph. Grouped-query head counts, odd head dims,
+contexts longer than one 64-key block of the kernel."""
+
+import torch
+from torch.export import Dim
+
+import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
+from op_harness import OpCase
+
+
+class KVCacheAttention(torch.nn.Module):
+    """Store this call's k/v at rows [input_pos, input_pos + S) of the caches, then attend
+    causally over [0, input_pos + S). Inputs: q [1, S, Hq, D], k and v [1, S, Hkv, D],
+    input_pos int64 [1] (a SymInt in the graph, read with .item() as Llama does)."""
+
+    def __init__(self, context, kv_heads, head_dim, scale=None):
+        super().__init__()
+        self.scale = scale
+        self.register_buffer("k_cache", torch.zeros(1, context, kv_heads, head_dim))
+        self.register_buffer("v_cache", torch.zeros(1, context, kv_heads, head_dim))
+
+    def forward(self, q, k, v, input_pos):
+        start = input_pos[0].item()
+        torch._check_is_size(start)
+        torch._check(start < self.k_cache.size(1))
+        if q.dtype == torch.float64:  # the float64 reference (the llama ops are float32-only)
+            return self.reference(q, k, v, start)
+        torch.ops.llama.update_cache(k, self.k_cache, start)
+        torch.ops.llama.update_cache(v, self.v_cache, start)
+        return torch.ops.llama.custom_sdpa(q, self.k_cache, self.v_cache, start, None, 0, True, self.scale)
+
+    def reference(self, q, k, v, start):
+        seq, q_heads, head_dim = q.shape[1], q.shape[2], q.shape[3]
+        self.k_cache[:, start : start + seq] = k
+        self.v_cache[:, start : start + seq] = v
+        length = start + seq
+        groups = q_heads // self.k_cache.shape[2]
+        keys = self.k_cache[0, :length].repeat_interleave(groups, dim=1)  # [L, Hq, D]
+        values = self.v_cache[0, :length].repeat_interleave(groups, dim=1)
+        scale = self.scale if self.scale is not None else head_dim**-0.5
+        scores = torch.einsum("shd,lhd->hsl", q[0], keys) * scale
+        visible = torch.arange(length)[None, :] <= start + torch.arange(seq)[:, None]
+        scores = scores.masked_fill(~visible, float("-inf"))
+        return torch.einsum("hsl,lhd->shd", scores.softmax(-1), values)[None]
+
+
+class CacheUpdate(torch.nn.Module):
+    """llama::update_cache alone (its result read back through a multiply)."""
+
+    def __init__(self, context, heads, head_dim):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, context, heads, head_dim))
+
+    def forward(self, value, input_pos):
+        start = input_pos[0].item()
+        torch._check_is_size(start)
+        torch._check(start < self.cache.size(1))
+        if value.dtype == torch.float64:
+            self.cache[:, start : start + value.shape[1]] = value
+        else:
+            torch.ops.llama.update_cache(value, self.cache, start)
+        return self.cache * 1.0
+
+
+def r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def step(position, seq, q_heads, kv_heads, head_dim, seed):
+    """One call's inputs: q, k, v for `seq` new tokens at `position`."""
+    return (
+        r(1, seq, q_heads, head_dim, seed=seed),
+        r(1, seq, kv_heads, head_dim, seed=seed + 1),
+        r(1, seq, kv_heads, head_dim, seed=seed + 2),
+        torch.tensor([position]),
+    )
+
+
+def schedule(chunks, q_heads, kv_heads, head_dim):
+    """Runs for consecutive chunks of `chunks[i]` tokens starting at position 0."""
+    runs, position = [], 0
+    for i, seq in enumerate(chunks):
+        runs.append(step(position, seq, q_heads, kv_heads, head_dim, seed=10 * i))
+        position += seq
+    return runs
+
+
+def attention_case(case_id, chunks, context, q_heads, kv_heads, head_dim, max_seq, scale=None, **options):
+    runs = schedule(chunks, q_heads, kv_heads, head_dim)
+    seq = Dim("seq", min=1, max=max_seq)
+    return OpCase(
+        case_id,
+        KVCacheAttention(context, kv_heads, head_dim, scale),
+        runs[0],
+        more_runs=runs[1:],
+        dynamic_shapes=({1: seq}, {1: seq}, {1: seq}, None),
+        stateful=True,
+        **options,
+    )
+
+
+CASES = [
+    # Prefill, decode steps, then a multi-token chunk at a later position.
+    attention_case("sdpa-kv-gqa2", [5, 1, 1, 1, 3, 1], 16, q_heads=4, kv_heads=2, head_dim=8, max_seq=8),
+    attention_case("sdpa-kv-gqa3-odd-dim", [7, 1, 1, 2, 1], 24, q_heads=6, kv_heads=2, head_dim=20, max_seq=7),
+    attention_case("sdpa-kv-mha-hd7", [3, 1, 1], 8, q_heads=3, kv_heads=3, head_dim=7, max_seq=4),
+    # Over 64 keys: several key blocks, the online softmax rescales between them.
+    attention_case("sdpa-kv-long-context", [40, 33, 1, 1, 1], 96, q_heads=4, kv_heads=2, head_dim=64, max_seq=40),
+    # Llama-3.2-1B's head geometry (32 query heads over 8 kv heads, head dim 64).
+    attention_case("sdpa-kv-llama-heads", [4, 1, 1], 8, q_heads=32, kv_heads=8, head_dim=64, max_seq=4),
+    # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
+    attention_case("sdpa-kv-hd256-scale", [2, 1], 4, q_heads=2, kv_heads=1, head_dim=256, max_seq=2, scale=0.05),
+    # Unfused: update_cache ops, then llama.custom_sdpa over the caches.
+    attention_case(
+        "custom-sdpa-unfused", [6, 1, 2], 12, q_heads=6, kv_heads=3, head_dim=16, max_seq=6, unfused_patterns=("causal_sdpa",)
+    ),
+    OpCase(
+        "update-cache-alone",
+        CacheUpdate(10, 2, 6),
+        (r(1, 4, 2, 6), torch.tensor([0])),
+        more_runs=[(r(1, 1, 2, 6, seed=1), torch.tensor([4])), (r(1, 3, 2, 6, seed=2), torch.tensor([5]))],
+        dynamic_shapes=({1: Dim("seq", min=1, max=5)}, None),
+        stateful=True,
+    ),
+]

@@ -1,0 +1,89 @@
+"""4-bit group-quantized linears, quantized the way ExecuTorch's Llama exporter does it:
+`-qmode 4w` = torchao IntxWeightOnlyConfig(int4, PerGroup(gs)) → et_vk.linear_q4gsw;
+`-qmode 8da4w` = Int8DynamicActivationIntxWeightConfig(int4, PerGroup(gs)) →
+torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw.
+
+The goldens are the eager quantized modules in float32 (torchao's quantized tensors do not
+run in float64). Shapes: the exporter needs K % 4 == 0 and, for now, N % 4 == 0 (with
+N % 4 != 0 the Vulkan fusion pass crashes in et_vk.linear_q4gsw's reference impl: the
+scales are padded to a multiple of 4 columns but the reference views them unpadded), so N
+varies over multiples of 4 that are not multiples of 8 or of the 64-wide GEMM tile. M is
+prime where it can be; up to 4 rows run the GEMV kernel, more the tiled GEMM.
+"""
+
+import torch
+from torch.export import Dim
+from torchao.quantization.granularity import PerGroup
+from torchao.quantization.quant_api import (
+    Int8DynamicActivationIntxWeightConfig,
+    IntxWeightOnlyConfig,
+    quantize_,
+)
+
+from op_harness import OpCase
+
+
+def linear_4w(k, n, group_size=32, bias=False, seed=0):
+    torch.manual_seed(seed)
+    linear = torch.nn.Linear(k, n, bias=bias)
+    quantize_(linear, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size)))
+    return linear
+
+
+def linear_8da4w(k, n, group_size=32, bias=False, seed=0):
+    torch.manual_seed(seed)
+    linear = torch.nn.Linear(k, n, bias=bias)
+    quantize_(
+        linear, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(group_size))
+    )
+    return linear
+
+
+def r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def rows_at_the_edges(k):
+    """Rows whose quantization parameters hit the corner cases: all zero (scale = eps),
+    all positive (zero point -128), all negative (zero point 127), one outlier."""
+    spike = torch.zeros(k)
+    spike[3] = 50.0
+    return torch.stack([torch.zeros(k), r(k, seed=1).abs() + 0.1, -(r(k, seed=2).abs() + 0.1), spike, r(k, seed=3)])
+
+
+def q4(case_id, module, inputs, **kwargs):
+    return OpCase(case_id, module, inputs, reference_dtype=torch.float32, **kwargs)
+
+
+seq = Dim("seq", min=1, max=80)
+
+CASES = [
+    # -qmode 4w: et_vk.linear_q4gsw
+    q4("q4gsw-gemv-k64-n12", linear_4w(64, 12), (r(1, 64),)),
+    q4("q4gsw-gemv-3rows-bias", linear_4w(96, 20, bias=True), (r(3, 96),)),
+    q4("q4gsw-gemm-m7-bias", linear_4w(96, 20, bias=True, seed=1), (r(7, 96),)),
+    q4("q4gsw-gemm-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
+    q4("q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
+    q4("q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
+    q4("q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
+    q4("q4gsw-gs128-gemm", linear_4w(256, 36, group_size=128, seed=5), (r(1, 13, 256),)),
+    q4(
+        "q4gsw-dynamic-seq",
+        linear_4w(128, 76, bias=True, seed=6),
+        (r(1, 9, 128),),
+        more_runs=[(r(1, 1, 128, seed=1),), (r(1, 80, 128, seed=2),), (r(1, 3, 128, seed=3),)],
+        dynamic_shapes=({1: seq},),
+    ),
+    # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
+    q4("dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
+    q4("dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
+    q4("dq8ca-gs64-m67", linear_8da4w(192, 68, group_size=64, seed=2), (r(67, 192) * 3,)),
+    q4("dq8ca-gs128-3d", linear_8da4w(256, 36, group_size=128, seed=3), (r(2, 7, 256),)),
+    q4(
+        "dq8ca-dynamic-seq",
+        linear_8da4w(128, 44, bias=True, seed=4),
+        (r(1, 7, 128),),
+        more_runs=[(r(1, 1, 128, seed=1),), (r(1, 80, 128, seed=2),), (r(1, 2, 128, seed=3),)],
+        dynamic_shapes=({1: seq},),
+    ),
+]

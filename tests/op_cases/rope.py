@@ -1,0 +1,57 @@
+"""et_vk.apply_rotary_emb (fused from Llama's apply_rotary_emb): interleaved pairs,
+grouped-query head counts, odd pair counts, real RoPE tables, dynamic sequence length."""
+
+import torch
+from torch.export import Dim
+
+from op_harness import OpCase
+
+
+def rotate(x, cos, sin):
+    x_r, x_i = x.reshape(x.shape[:-1] + (-1, 2)).unbind(-1)
+    out_r = x_r * cos - x_i * sin
+    out_i = x_r * sin + x_i * cos
+    return torch.stack([out_r, out_i], dim=-1).flatten(3)
+
+
+class Rope(torch.nn.Module):
+    """Llama's apply_rotary_emb (examples/models/llama/rope.py) without its float32
+    casts, which export drops for float32 inputs, so the float64 reference stays float64."""
+
+    def forward(self, xq, xk, freqs_cos, freqs_sin):
+        shape = [1, xq.shape[1], 1, xq.shape[-1] // 2]  # reshape_for_broadcast
+        cos, sin = freqs_cos.view(shape), freqs_sin.view(shape)
+        return rotate(xq, cos, sin), rotate(xk, cos, sin)
+
+
+def r(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def tables(head_dim, start, length, theta=10000.0):
+    """Llama's RoPE tables (precompute_freqs_cis) at positions [start, start + length)."""
+    freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim)
+    angles = torch.outer(torch.arange(start, start + length).float(), freqs)
+    return torch.cos(angles), torch.sin(angles)
+
+
+def rope_inputs(seq, q_heads, kv_heads, head_dim, start=0, seed=0):
+    return (r(1, seq, q_heads, head_dim, seed=seed), r(1, seq, kv_heads, head_dim, seed=seed + 1), *tables(head_dim, start, seq))
+
+
+seq = Dim("seq", min=1, max=13)
+dynamic = ({1: seq}, {1: seq}, {0: seq}, {0: seq})
+
+CASES = [
+    OpCase("rope-gqa2-hd8", Rope(), rope_inputs(5, 4, 2, 8)),
+    OpCase("rope-gqa3-odd-pairs", Rope(), (r(1, 7, 3, 10, seed=2), r(1, 7, 1, 10, seed=3), r(7, 5, seed=4), r(7, 5, seed=5))),
+    OpCase("rope-mha-hd64-late-positions", Rope(), rope_inputs(3, 5, 5, 64, start=1000, seed=6)),
+    OpCase("rope-single-token", Rope(), rope_inputs(1, 9, 3, 64, start=17, seed=8)),
+    OpCase(
+        "rope-dynamic-seq",
+        Rope(),
+        rope_inputs(6, 6, 2, 32, seed=10),
+        more_runs=[rope_inputs(1, 6, 2, 32, start=6, seed=12), rope_inputs(13, 6, 2, 32, start=7, seed=14)],
+        dynamic_shapes=dynamic,
+    ),
+]

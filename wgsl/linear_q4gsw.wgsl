@@ -1,0 +1,175 @@
+// out[m, n] = sum_k x[m, k] * scale[k / group_size, n] * q[n, k] (+ bias[n]), f32.
+//
+// Weights stay packed: row n holds K 4-bit values, two per byte, low nibble first, each
+// stored as q + 8 (q in [-8, 7]); read as u32 words, word w of a row holds k = 8w .. 8w+7
+// in nibbles 0..7. Scales are stored transposed: [K / group_size, N padded], so the
+// scale of (n, group g) is scales[g * scale_stride + n]. K and group_size are multiples
+// of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
+//
+// Two entry points: `gemv` for few rows of x (decode: weight bandwidth bound, one pass
+// over the weights per row), `gemm` for many (prefill: 64x64 output tiles).
+override HAS_BIAS: bool = false;
+
+struct Params {
+  m: u32,                 // rows of x (product of its leading live dims)
+  n: u32,                 // output features
+  k: u32,                 // input features
+  weight_row_words: u32,  // u32 words per packed weight row
+  scale_stride: u32,      // length of a scales row (N padded to a multiple of 4)
+  group_size: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> weights: array<u32>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
+@group(0) @binding(5) var<uniform> p: Params;
+
+// The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
+fn q4_even(word: u32) -> vec4<f32> {
+  let bytes = vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u);
+  return vec4<f32>(bytes & vec4<u32>(0xFu)) - 8.0;
+}
+
+fn q4_odd(word: u32) -> vec4<f32> {
+  let bytes = vec4<u32>(word >> 4u, word >> 12u, word >> 20u, word >> 28u);
+  return vec4<f32>(bytes & vec4<u32>(0xFu)) - 8.0;
+}
+
+fn with_bias(value: f32, n: u32) -> f32 {
+  if (HAS_BIAS) {
+    return value + bias[n];
+  }
+  return value;
+}
+
+// --- gemv: one workgroup computes GEMV_ROWS outputs of one row of x ---------------------
+// Threads stride over the K/8 words of the weight rows (consecutive threads read
+// consecutive words), each x word is loaded once for all GEMV_ROWS rows, then the partial
+// sums are reduced across the workgroup. Grid: (x, y) flatten the row blocks, z = m.
+const GEMV_THREADS: u32 = 64u;
+const GEMV_ROWS: u32 = 4u;  // must match linear.py
+
+var<workgroup> partial: array<vec4<f32>, GEMV_THREADS>;
+
+@compute @workgroup_size(GEMV_THREADS)
+fn gemv(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let first_n = (wg.x + wg.y * groups.x) * GEMV_ROWS;
+  if (first_n >= p.n) {
+    return;  // a grid-rounding workgroup; uniform, so no barrier is skipped by half a group
+  }
+  let m = wg.z;
+  let x_row = m * (p.k / 4u);
+  let words = p.k / 8u;
+  // Rows past N (the last block) reread row N-1 and are never stored.
+  var rows: array<u32, GEMV_ROWS>;
+  for (var r = 0u; r < GEMV_ROWS; r++) {
+    rows[r] = min(first_n + r, p.n - 1u);
+  }
+  var acc = vec4<f32>(0.0);
+  for (var w = lid; w < words; w += GEMV_THREADS) {
+    let xa = x[x_row + 2u * w];
+    let xb = x[x_row + 2u * w + 1u];
+    let x_even = vec4<f32>(xa.x, xa.z, xb.x, xb.z);
+    let x_odd = vec4<f32>(xa.y, xa.w, xb.y, xb.w);
+    let scale_row = (w * 8u) / p.group_size * p.scale_stride;
+    for (var r = 0u; r < GEMV_ROWS; r++) {
+      let word = weights[rows[r] * p.weight_row_words + w];
+      acc[r] += scales[scale_row + rows[r]] * (dot(q4_even(word), x_even) + dot(q4_odd(word), x_odd));
+    }
+  }
+  partial[lid] = acc;
+  workgroupBarrier();
+  for (var stride = GEMV_THREADS / 2u; stride > 0u; stride /= 2u) {
+    if (lid < stride) {
+      partial[lid] += partial[lid + stride];
+    }
+    workgroupBarrier();
+  }
+  if (lid < GEMV_ROWS && first_n + lid < p.n) {
+    let n = first_n + lid;
+    out[m * p.n + n] = with_bias(partial[0][lid], n);
+  }
+}
+
+// --- gemm: one workgroup computes a TILE x TILE block of out ------------------------------
+// 16x16 threads, each owning a 4x4 block. Per step of TILE_K input features, x and the
+// dequantized weights (scale * q, the same f32 products PyTorch dequantizes to) are staged
+// in workgroup memory, k-major so that each thread reads its 4 rows / 4 columns as a vec4.
+const TILE: u32 = 64u;  // must match linear.py
+const TILE_K: u32 = 32u;
+const TILE_VEC: u32 = TILE / 4u;
+
+var<workgroup> x_tile: array<vec4<f32>, TILE_K * TILE_VEC>;  // [k][m / 4]
+var<workgroup> w_tile: array<vec4<f32>, TILE_K * TILE_VEC>;  // [k][n / 4]
+
+@compute @workgroup_size(256)
+fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m0 = wg.y * TILE;
+  let n0 = wg.x * TILE;
+  let tx = lid % 16u;  // column block: n0 + 4 tx ..
+  let ty = lid / 16u;  // row block: m0 + 4 ty ..
+  let k_vecs = p.k / 4u;
+  var acc: array<vec4<f32>, 4>;
+  for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
+    // x: TILE rows x TILE_K/4 vec4s, two per thread; zeros past M or K.
+    for (var i = 0u; i < 2u; i++) {
+      let e = lid + i * 256u;
+      let row = e / (TILE_K / 4u);
+      let kq = e % (TILE_K / 4u);
+      let kv = k0 / 4u + kq;
+      var v = vec4<f32>(0.0);
+      if (m0 + row < p.m && kv < k_vecs) {
+        v = x[(m0 + row) * k_vecs + kv];
+      }
+      for (var c = 0u; c < 4u; c++) {
+        x_tile[(4u * kq + c) * TILE_VEC + row / 4u][row % 4u] = v[c];
+      }
+    }
+    // weights: TILE columns x TILE_K/8 words, one word per thread.
+    {
+      let col = lid / (TILE_K / 8u);
+      let wq = lid % (TILE_K / 8u);
+      let w = k0 / 8u + wq;
+      let n = n0 + col;
+      var even = vec4<f32>(0.0);
+      var odd = vec4<f32>(0.0);
+      if (n < p.n && w * 8u < p.k) {
+        let word = weights[n * p.weight_row_words + w];
+        let scale = scales[(w * 8u) / p.group_size * p.scale_stride + n];
+        even = scale * q4_even(word);
+        odd = scale * q4_odd(word);
+      }
+      for (var c = 0u; c < 4u; c++) {
+        w_tile[(8u * wq + 2u * c) * TILE_VEC + col / 4u][col % 4u] = even[c];
+        w_tile[(8u * wq + 2u * c + 1u) * TILE_VEC + col / 4u][col % 4u] = odd[c];
+      }
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < TILE_K; kk++) {
+      let a = x_tile[kk * TILE_VEC + ty];
+      let b = w_tile[kk * TILE_VEC + tx];
+      acc[0] += a.x * b;
+      acc[1] += a.y * b;
+      acc[2] += a.z * b;
+      acc[3] += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let m = m0 + 4u * ty + i;
+    for (var j = 0u; j < 4u; j++) {
+      let n = n0 + 4u * tx + j;
+      if (m < p.m && n < p.n) {
+        out[m * p.n + n] = with_bias(acc[i][j], n);
+      }
+    }
+  }
+}
