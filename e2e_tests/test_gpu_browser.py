@@ -88,3 +88,7 @@ def test_python_in_a_module_worker(fresh_page):
     assert page.eval_on_selector("#status", "e => e.dataset.state") == "ok"
     assert "sum: [10, 21, 32, 13, 24, 35]" in page.inner_text("#result")
     assert not problems.take()
+
+
+def test_synchronize_waits_for_submitted_work(programs):
+    assert programs.call("gpu_programs", "synchronize_after_work") == [2.0, 4.0]

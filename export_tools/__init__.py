@@ -23,11 +23,13 @@ Sources (`load()` happens inside the export; bad input raises `ExportError`):
                                      tokenizer.json, tokenizer_config.json
 
 export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
-             group_size=32, embedding_4bit=True, progress=False, verbose=False)
-        -> ExportResult
+             group_size=32, embedding_4bit=True, hqq_scales=True, progress=False,
+             verbose=False) -> ExportResult
     Writes `out_path` (must end in .pte), `<stem>.json` (manifest) and, when the source
     has a tokenizer, `<stem>.tokenizer.json`. qmode: "4w" (et_vk.linear_q4gsw), "8da4w"
     (et_vk.linear_dq8ca_q4gsw) or "fp32"; embedding_4bit -> et_vk.embedding_q4gsw.
+    hqq_scales: HQQ-chosen 4-bit scales (ExecuTorch's default; slow on CPU: ~15 of the
+    ~20 minutes of a Llama-3.2-1B export here) or, if False, plain min/max scales.
     max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
 
 ExportResult: .pte_path, .manifest_path (Path), .manifest (dict), .eager (EagerLlama)
@@ -40,7 +42,8 @@ EagerLlama: the same source-transformed, quantized eager module that was lowered
     .module, .params, .max_prefill_tokens, .max_context_len
 
 build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
-            embedding_4bit=True, progress=False, verbose=False) -> EagerLlama
+            embedding_4bit=True, hqq_scales=True, progress=False, verbose=False)
+        -> EagerLlama
     The module export_llama would lower, without lowering it (seconds, not a minute).
 
 Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1):

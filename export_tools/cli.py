@@ -47,6 +47,9 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--group-size", type=int, default=32, help="quantization group size (default 32)")
     common.add_argument("--embedding-4bit", action=argparse.BooleanOptionalAction, default=True,
                         help="4-bit grouped embedding, et_vk.embedding_q4gsw (default on)")
+    common.add_argument("--hqq-scales", action=argparse.BooleanOptionalAction, default=True,
+                        help="choose 4-bit scales with HQQ, ExecuTorch's default (default on); "
+                        "--no-hqq-scales uses min/max scales, much faster for big models")
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
     common.add_argument("--verbose", action="store_true", help="show ExecuTorch's logs and PyTorch's warnings")
 
@@ -122,6 +125,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             qmode=args.qmode,
             group_size=args.group_size,
             embedding_4bit=args.embedding_4bit,
+            hqq_scales=args.hqq_scales,
             progress=not args.no_progress,
             verbose=args.verbose,
         )

@@ -43,6 +43,9 @@ class ExportOptions:
     qmode: str = "4w"
     group_size: int = 32
     embedding_4bit: bool = True
+    # ExecuTorch's default (QuantizationConfig.use_hqq): HQQ-optimized 4-bit scales, more
+    # accurate but slow on CPU (most of a Llama-3.2-1B export); False = plain min/max.
+    hqq_scales: bool = True
 
     def check(self, params: LlamaParams) -> None:
         """Raise ExportError for options ExecuTorch would reject or mis-handle."""
@@ -70,12 +73,13 @@ class ExportOptions:
         return f"4,{self.group_size}" if self.embedding_4bit else None
 
     def manifest_dict(self) -> dict[str, Any]:
+        quantized = self.qmode != "fp32" or self.embedding_4bit
         return {
             "mode": self.qmode,
             "group_size": None if self.qmode == "fp32" else self.group_size,
             "embedding": {"bits": 4, "group_size": self.group_size} if self.embedding_4bit else None,
-            # ExecuTorch's default choice of 4-bit scales (QuantizationConfig.use_hqq).
-            "scale_algorithm": "hqq_scale_only",
+            # torchao's names for how the symmetric 4-bit scales were chosen.
+            "scale_algorithm": ("hqq_scale_only" if self.hqq_scales else "affine") if quantized else None,
         }
 
 
@@ -136,11 +140,12 @@ def build_eager(
     qmode: str = "4w",
     group_size: int = 32,
     embedding_4bit: bool = True,
+    hqq_scales: bool = True,
     progress: bool = False,
     verbose: bool = False,
 ) -> EagerLlama:
     """The module `export_llama` would lower with these arguments, without lowering it."""
-    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit)
+    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales)
     loaded = source.load(progress=progress)
     options.check(loaded.params)
     params = loaded.params
@@ -158,6 +163,7 @@ def export_llama(
     qmode: str = "4w",
     group_size: int = 32,
     embedding_4bit: bool = True,
+    hqq_scales: bool = True,
     progress: bool = False,
     verbose: bool = False,
 ) -> ExportResult:
@@ -165,7 +171,7 @@ def export_llama(
     pte_path = Path(out_path)
     if pte_path.suffix != ".pte":
         raise ExportError(f"output path must end in .pte: {pte_path}")
-    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit)
+    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales)
     loaded = source.load(progress=progress)
     options.check(loaded.params)
     params, tokenizer, origin = loaded.params, loaded.tokenizer, loaded.origin
@@ -265,6 +271,7 @@ def _llm_config(checkpoint: Path, params_path: Path, options: ExportOptions, tok
             qmode=None if options.qmode == "fp32" else options.qmode,
             group_size=options.group_size,
             embedding_quantize=options.embedding_quantize(),
+            use_hqq=options.hqq_scales,
         ),
         backend=BackendConfig(vulkan=VulkanConfig(enabled=True)),
     )

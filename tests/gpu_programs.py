@@ -75,3 +75,12 @@ async def write_out_of_range():
     except GPUError as error:
         return str(error)
     return ""
+
+
+async def synchronize_after_work():
+    """synchronize() returns once submitted work is done; the result is then readable."""
+    d = await device()
+    a = d.create_buffer_with_data(array.array("f", [1.0, 2.0]), label="a")
+    out, _ = await run_binary(d, "add", a, (2,), a, (2,))
+    await d.synchronize()
+    return array.array("f", bytes(await d.read_buffer(out))).tolist()

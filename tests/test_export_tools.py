@@ -360,8 +360,9 @@ def tiny_4w(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_8da4w(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny_8da4w") / "tiny.pte"
+    # Also covers min/max ("affine") 4-bit scales instead of HQQ.
     return export_llama(
-        RandomSource("tiny", seed=1), out, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_CONTEXT_LEN, qmode="8da4w"
+        RandomSource("tiny", seed=1), out, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_CONTEXT_LEN, qmode="8da4w", hqq_scales=False
     )
 
 
@@ -446,9 +447,12 @@ def test_random_export_writes_pte_and_manifest(request, export_name, op):
         "tied_embeddings": False, "max_seq_len": MAX_SEQ_LEN, "max_prefill_tokens": MAX_SEQ_LEN - 1,
         "max_context_len": MAX_CONTEXT_LEN,
     }  # fmt: skip
-    assert manifest["quantization"]["mode"] == export_name.split("_")[1]
-    assert manifest["quantization"]["group_size"] == 32
-    assert manifest["quantization"]["embedding"] == {"bits": 4, "group_size": 32}
+    assert manifest["quantization"] == {
+        "mode": export_name.split("_")[1],
+        "group_size": 32,
+        "embedding": {"bits": 4, "group_size": 32},
+        "scale_algorithm": {"tiny_4w": "hqq_scale_only", "tiny_8da4w": "affine"}[export_name],
+    }
     assert manifest["tokenizer"] is None and manifest["special_tokens"] == {"bos": None, "eos": []}
     ops = vulkan_op_names(result.pte_path)
     assert {op, "et_vk.embedding_q4gsw.default", "sdpa_with_kv_cache.default"} <= ops
@@ -548,7 +552,7 @@ def test_gguf_manifest(gguf_model):
     assert model["vocab_size"] == geometry["vocab"] and model["tied_embeddings"]
     assert model["rope_theta"] == 50000.0 and model["norm_eps"] == pytest.approx(1e-5)
     assert model["rope_scaling"]["factor"] == 32
-    assert manifest["quantization"] == {"mode": "fp32", "group_size": None, "embedding": None, "scale_algorithm": "hqq_scale_only"}
+    assert manifest["quantization"] == {"mode": "fp32", "group_size": None, "embedding": None, "scale_algorithm": None}
     assert manifest["special_tokens"] == {"bos": {"id": 1, "text": "<|im_start|>"}, "eos": [{"id": 2, "text": "<|im_end|>"}]}
     assert manifest["chat_template"] == CHAT_TEMPLATE
     assert manifest["tokenizer"] == {"file": "tiny-gguf.tokenizer.json", "add_bos": False}

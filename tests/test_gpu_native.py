@@ -52,3 +52,7 @@ def test_invalid_wgsl_raises_naming_the_kernel():
 def test_out_of_range_write_is_refused():
     message = run(gpu_programs.write_out_of_range())
     assert "overflows buffer 'small'" in message
+
+
+def test_synchronize_waits_for_submitted_work():
+    assert run(gpu_programs.synchronize_after_work()) == [2.0, 4.0]

@@ -7,6 +7,7 @@ import wgpu
 from .device import (
     OPTIONAL_FEATURES,
     REQUESTED_LIMITS,
+    STORAGE_USAGE,
     AdapterSummary,
     Device,
     GPUError,
@@ -63,6 +64,7 @@ class NativeDevice(Device):
         super().__init__(summary)
         self.raw = raw
         self._queue = raw.queue
+        self._sync_buffer = None
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.create_buffer(size=size, usage=usage, label=label)
@@ -109,7 +111,11 @@ class NativeDevice(Device):
         return NativeRecorder(self)
 
     async def _raw_synchronize(self):
-        self._queue.on_submitted_work_done_sync()
+        # A readback waits for all earlier submissions. (wgpu 0.32's
+        # on_submitted_work_done_sync fails inside its own cffi binding.)
+        if self._sync_buffer is None:
+            self._sync_buffer = self.raw.create_buffer(size=4, usage=STORAGE_USAGE, label="synchronize")
+        self._queue.read_buffer(self._sync_buffer, 0, 4)
 
 
 class NativeRecorder(Recorder):

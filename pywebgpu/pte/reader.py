@@ -7,6 +7,14 @@ delegate's graph flatbuffer through a `ByteSource`, and describes every constant
 range of the file that the caller can upload to the GPU straight from wherever the
 file lives (a JS ArrayBuffer, an mmap).
 
+    program = load_program(pte_bytes)       # or any ByteSource
+    program.constant_methods                # {"get_max_seq_len": 128, ...}
+    graph = program.vulkan_graph()          # method "forward"
+    for op in graph.chain:                  # OpCall(index, node_id, name, args)
+        ...
+    weight = graph.values[op.args[1]]       # TensorValue(dtype, dims, constant, ...)
+    program.source.read(weight.constant.offset, weight.constant.size)
+
 Layout of a `.pte` file (see the ExecuTorch schemas in `_generated/`):
 
     0   u32 root offset of the Program flatbuffer, then file identifier "ET12"
@@ -32,9 +40,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Union, runtime_checkable
 
-from ._generated.executorch_flatbuffer.BackendDelegateInlineData import (
-    BackendDelegateInlineData as _FbInlineData,
-)
 from ._generated.executorch_flatbuffer.Bool import Bool as _FbBool
 from ._generated.executorch_flatbuffer.DataLocation import DataLocation as _FbDataLocation
 from ._generated.executorch_flatbuffer.DelegateCall import DelegateCall as _FbDelegateCall
@@ -622,7 +627,8 @@ class Program:
 
     `method_names` lists every method (execution plan) in file order;
     `constant_methods` maps the constant metadata methods (get_max_seq_len,
-    use_kv_cache, ...) to the value they return.
+    use_kv_cache, ...) to the value they return. `source` is the file's ByteSource,
+    for reading constants by their ConstantRef.
     """
 
     def __init__(
