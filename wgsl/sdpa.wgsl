@@ -1,4 +1,5 @@
-// Causal scaled dot-product attention over a KV cache, grouped-query, f32.
+// Causal scaled dot-product attention over a KV cache, grouped-query, f32: the first of
+// two passes (the second, sdpa_combine.wgsl, merges split results).
 //
 // Layouts (contiguous): q and out [S, Hq, D]; k and v [S, Hkv, D] (this call's new keys
 // and values); k_cache and v_cache [C, Hkv, D]. Query row s sits at absolute position
@@ -10,145 +11,200 @@
 // attention never reads the rows being written, so one dispatch does both without a
 // race. Without it (custom_sdpa after update_cache ops) cached_len covers every key.
 //
-// One workgroup per (query head, query row). Keys go in blocks of WORKGROUP_SIZE: each
-// thread scores one key, then each thread accumulates its own head dims over the
-// block's keys with an online softmax (running max m; sums rescaled when m grows).
+// Grid (Hq, S, splits): a workgroup takes one query head and row and the keys
+// [split * chunk, (split + 1) * chunk) of that row (split-KV, so that a single decode
+// row still fills the GPU). Its keys' scores fit in workgroup memory, so the softmax
+// needs no rescaling: scores, their max, exp(score - max) and its sum, then the
+// weighted sum of values. With one split that is the output; with several, (max, sum,
+// weighted values) go to `partials` for the combine pass.
 override UPDATE_CACHE: bool = true;
+override HEAD_DIM: u32 = 64u;  // at most 256
 
 struct Params {
   seq_len: u32,
   q_heads: u32,
   kv_heads: u32,
-  head_dim: u32,
   input_pos: u32,
   cached_len: u32,
+  chunk: u32,   // keys per split, at most MAX_CHUNK
+  splits: u32,
   scale: f32,
-  _pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(5) var<storage, read_write> v_cache: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+// Per (row, head, split): max score, sum of exp(score - max), then HEAD_DIM weighted sums.
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(2) var<storage, read> q: array<f32>;
+@group(0) @binding(3) var<storage, read> k: array<f32>;
+@group(0) @binding(4) var<storage, read> v: array<f32>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(7) var<uniform> p: Params;
 
 const WORKGROUP_SIZE: u32 = 64u;
-const DIMS_PER_THREAD: u32 = 4u;  // head_dim <= WORKGROUP_SIZE * DIMS_PER_THREAD = 256
-const MAX_HEAD_DIM: u32 = 256u;
-// The most negative finite f32: a running max that starts here rescales by exp() to 0.
+const MAX_CHUNK: u32 = 1024u;
+// Each thread sums the values of 4 consecutive dims over every SUBSETS-th key.
+override DIM_GROUPS: u32 = (HEAD_DIM + 3u) / 4u;
+override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
+// The most negative finite f32: the max of no scores, which exp() maps to 0.
 const LOWEST: f32 = -3.40282347e38;
 
-var<workgroup> scaled_q: array<f32, MAX_HEAD_DIM>;
-var<workgroup> block_scores: array<f32, WORKGROUP_SIZE>;
-var<workgroup> block_weights: array<f32, WORKGROUP_SIZE>;
-var<workgroup> partial_sums: array<f32, WORKGROUP_SIZE>;
+var<workgroup> scaled_q: array<vec4<f32>, 64>;  // q * scale, zero past HEAD_DIM
+var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
+var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
+var<workgroup> subset_sums: array<f32, 256>;    // [SUBSETS][DIM_GROUPS * 4]
 
-// Offset of element 0 of key/value `key` for kv head `kv_head`, and whether it lies in
-// the caches (true) or in this call's k/v (false).
-fn key_offset(key: u32, kv_head: u32) -> u32 {
-  if (key < p.cached_len) {
-    return (key * p.kv_heads + kv_head) * p.head_dim;
+fn key_at(from_cache: bool, index: u32) -> f32 {
+  if (from_cache) {
+    return k_cache[index];
   }
-  return ((key - p.cached_len) * p.kv_heads + kv_head) * p.head_dim;
+  return k[index];
 }
 
-fn key_element(key: u32, offset: u32) -> f32 {
-  if (key < p.cached_len) {
-    return k_cache[offset];
+fn value_at(from_cache: bool, index: u32) -> f32 {
+  if (from_cache) {
+    return v_cache[index];
   }
-  return k[offset];
+  return v[index];
 }
 
-fn value_element(key: u32, offset: u32) -> f32 {
+// Offset of element 0 of key (or value) `key` for kv head `kv_head`.
+fn row_offset(key: u32, kv_head: u32) -> u32 {
   if (key < p.cached_len) {
-    return v_cache[offset];
+    return (key * p.kv_heads + kv_head) * HEAD_DIM;
   }
-  return v[offset];
+  return ((key - p.cached_len) * p.kv_heads + kv_head) * HEAD_DIM;
+}
+
+fn score(key: u32, kv_head: u32) -> f32 {
+  let from_cache = key < p.cached_len;
+  let base = row_offset(key, kv_head);
+  var sum = vec4<f32>();
+  for (var g = 0u; g < HEAD_DIM / 4u; g++) {
+    let d = base + 4u * g;
+    let key4 = vec4<f32>(key_at(from_cache, d), key_at(from_cache, d + 1u), key_at(from_cache, d + 2u), key_at(from_cache, d + 3u));
+    sum += key4 * scaled_q[g];
+  }
+  for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+    sum.x += key_at(from_cache, base + d) * scaled_q[d / 4u][d % 4u];
+  }
+  return sum.x + sum.y + sum.z + sum.w;
+}
+
+// Called by every thread of the workgroup (it holds barriers).
+fn workgroup_max(thread: u32, value: f32) -> f32 {
+  reduction[thread] = value;
+  workgroupBarrier();
+  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+    if (thread < stride) {
+      reduction[thread] = max(reduction[thread], reduction[thread + stride]);
+    }
+    workgroupBarrier();
+  }
+  let result = reduction[0];
+  workgroupBarrier();  // reduction[] is reused next
+  return result;
+}
+
+fn workgroup_sum(thread: u32, value: f32) -> f32 {
+  reduction[thread] = value;
+  workgroupBarrier();
+  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+    if (thread < stride) {
+      reduction[thread] += reduction[thread + stride];
+    }
+    workgroupBarrier();
+  }
+  let result = reduction[0];
+  workgroupBarrier();
+  return result;
 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;
   let row = group.y;
-  let head_dim = p.head_dim;
-  let kv_head = head / (p.q_heads / p.kv_heads);
-  let q_base = (row * p.q_heads + head) * head_dim;
-
-  for (var d = thread; d < head_dim; d += WORKGROUP_SIZE) {
-    scaled_q[d] = q[q_base + d] * p.scale;
+  let split = group.z;
+  let group_size = p.q_heads / p.kv_heads;
+  let kv_head = head / group_size;
+  let keys = p.input_pos + row + 1u;  // causal: up to and including this row's position
+  let first = split * p.chunk;
+  if (first >= keys) {
+    return;  // a split past this row's keys (rows differ in length): nothing to do
   }
-  if (UPDATE_CACHE && head % (p.q_heads / p.kv_heads) == 0u) {
-    let src = (row * p.kv_heads + kv_head) * head_dim;
-    let dst = ((p.input_pos + row) * p.kv_heads + kv_head) * head_dim;
-    for (var d = thread; d < head_dim; d += WORKGROUP_SIZE) {
+  let count = min(p.chunk, keys - first);
+  let q_base = (row * p.q_heads + head) * HEAD_DIM;
+
+  if (thread < DIM_GROUPS) {
+    var q4 = vec4<f32>();
+    for (var j = 0u; j < 4u; j++) {
+      if (4u * thread + j < HEAD_DIM) {
+        q4[j] = q[q_base + 4u * thread + j] * p.scale;
+      }
+    }
+    scaled_q[thread] = q4;
+  }
+  if (UPDATE_CACHE && split == 0u && head % group_size == 0u) {
+    let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
+    let dst = ((p.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
+    for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
       k_cache[dst + d] = k[src + d];
       v_cache[dst + d] = v[src + d];
     }
   }
   workgroupBarrier();
 
-  let keys = p.input_pos + row + 1u;  // causal: up to and including this row's position
-  var running_max = LOWEST;           // the same in every thread of the workgroup
-  var weight_sum = 0.0;               // this thread's keys' share of the softmax denominator
-  var acc: array<f32, DIMS_PER_THREAD>;
-  for (var block = 0u; block < keys; block += WORKGROUP_SIZE) {
-    let key = block + thread;
-    var score = LOWEST;
-    if (key < keys) {
-      let offset = key_offset(key, kv_head);
-      score = 0.0;
-      for (var d = 0u; d < head_dim; d++) {
-        score += scaled_q[d] * key_element(key, offset + d);
-      }
-    }
-    block_scores[thread] = score;
-    workgroupBarrier();
+  var thread_max = LOWEST;
+  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
+    let s = score(first + i, kv_head);
+    weights[i] = s;
+    thread_max = max(thread_max, s);
+  }
+  let max_score = workgroup_max(thread, thread_max);
+  var thread_sum = 0.0;
+  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
+    let w = exp(weights[i] - max_score);
+    weights[i] = w;
+    thread_sum += w;
+  }
+  let weight_sum = workgroup_sum(thread, thread_sum);  // its barriers also publish weights[]
 
-    let block_keys = min(WORKGROUP_SIZE, keys - block);
-    var block_max = block_scores[0];
-    for (var i = 1u; i < block_keys; i++) {
-      block_max = max(block_max, block_scores[i]);
-    }
-    let new_max = max(running_max, block_max);
-    let rescale = exp(running_max - new_max);
-    var weight = 0.0;
-    if (key < keys) {
-      weight = exp(score - new_max);
-    }
-    block_weights[thread] = weight;
-    weight_sum = weight_sum * rescale + weight;
-    running_max = new_max;
-    workgroupBarrier();
-
-    for (var c = 0u; c < DIMS_PER_THREAD; c++) {
-      let d = thread + c * WORKGROUP_SIZE;
-      if (d < head_dim) {
-        var sum = acc[c] * rescale;
-        for (var i = 0u; i < block_keys; i++) {
-          let value_key = block + i;
-          sum += block_weights[i] * value_element(value_key, key_offset(value_key, kv_head) + d);
+  let dim_group = thread % DIM_GROUPS;
+  let subset = thread / DIM_GROUPS;
+  if (subset < SUBSETS) {
+    var acc = vec4<f32>();
+    for (var i = subset; i < count; i += SUBSETS) {
+      let key = first + i;
+      let from_cache = key < p.cached_len;
+      let base = row_offset(key, kv_head) + 4u * dim_group;
+      var value4 = vec4<f32>();
+      for (var j = 0u; j < 4u; j++) {
+        if (4u * dim_group + j < HEAD_DIM) {
+          value4[j] = value_at(from_cache, base + j);
         }
-        acc[c] = sum;
       }
+      acc += weights[i] * value4;
     }
-    workgroupBarrier();  // the next block overwrites block_scores and block_weights
+    for (var j = 0u; j < 4u; j++) {
+      subset_sums[subset * DIM_GROUPS * 4u + 4u * dim_group + j] = acc[j];
+    }
   }
-
-  partial_sums[thread] = weight_sum;
   workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
-    if (thread < stride) {
-      partial_sums[thread] += partial_sums[thread + stride];
-    }
-    workgroupBarrier();
+
+  let slot = ((row * p.q_heads + head) * p.splits + split) * (HEAD_DIM + 2u);
+  if (p.splits > 1u && thread == 0u) {
+    partials[slot] = max_score;
+    partials[slot + 1u] = weight_sum;
   }
-  let inv_total = 1.0 / partial_sums[0];
-  for (var c = 0u; c < DIMS_PER_THREAD; c++) {
-    let d = thread + c * WORKGROUP_SIZE;
-    if (d < head_dim) {
-      out[q_base + d] = acc[c] * inv_total;
+  for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
+    var total = 0.0;
+    for (var s = 0u; s < SUBSETS; s++) {
+      total += subset_sums[s * DIM_GROUPS * 4u + d];
+    }
+    if (p.splits == 1u) {
+      out[q_base + d] = total / weight_sum;
+    } else {
+      partials[slot + 2u + d] = total;
     }
   }
 }

@@ -1,8 +1,9 @@
-"""Attention over a KV cache, from ExecuTorch's Llama export (kernel: wgsl/sdpa.wgsl).
+"""Attention over a KV cache, from ExecuTorch's Llama export (kernels: wgsl/sdpa.wgsl,
+wgsl/sdpa_combine.wgsl).
 
 - `sdpa_with_kv_cache`: what the Vulkan partitioner fuses update_cache + custom_sdpa
   into. Writes this call's k/v into the caches at rows [input_pos, input_pos + S), then
-  attends causally over [0, input_pos + S): one dispatch does both.
+  attends causally over [0, input_pos + S), in the same dispatch.
 - `update_cache` (alone): a buffer copy of the new rows into the cache.
 - `llama.custom_sdpa` (when left unfused): the attention alone, over the caches.
 
@@ -10,16 +11,48 @@ The KV caches are constants of the graph (zero-initialised module buffers) that 
 ops update in place, so they keep their contents from one execution to the next.
 Tensors are [1, S, heads, head_dim] and caches [1, max_context, kv_heads, head_dim];
 query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
+
+A row's keys are split over several workgroups when there are too few rows and heads to
+fill the GPU (decode); a second, small dispatch then merges the splits.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from weakref import WeakKeyDictionary
 
+from ..gpu import STORAGE_USAGE
 from .registry import OpHandler, register
 
 MAX_HEAD_DIM = 256  # sdpa.wgsl: 64 threads x 4 dims each
+MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
+MIN_CHUNK = 64  # one key per thread
+# Workgroups to aim for when splitting keys: enough to occupy a large GPU (an H100 has
+# 132 multiprocessors); beyond it splits only add merging work.
+TARGET_WORKGROUPS = 1024
+
+
+def split_keys(keys: int, rows: int) -> tuple[int, int]:
+    """(chunk, splits): keys per workgroup and workgroups per row, for `rows` (query rows
+    x heads) attending up to `keys` keys."""
+    wanted = max(1, TARGET_WORKGROUPS // max(rows, 1))
+    chunk = -(-keys // wanted)
+    chunk = min(MAX_CHUNK, max(MIN_CHUNK, -(-chunk // MIN_CHUNK) * MIN_CHUNK))
+    return chunk, max(1, -(-keys // chunk))
+
+
+# The merge scratch of a graph's attention ops, shared: they run one after another, so
+# their partial results never overlap in time. Sized in __init__ (the largest need), made
+# in build (after every op's __init__).
+_scratch_bytes: WeakKeyDictionary = WeakKeyDictionary()
+_scratch_buffers: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _shared_scratch(graph):
+    if graph not in _scratch_buffers:
+        _scratch_buffers[graph] = graph.device.create_buffer(_scratch_bytes[graph], STORAGE_USAGE, label="sdpa.partials")
+    return _scratch_buffers[graph]
 
 
 class CausalAttention(OpHandler):
@@ -50,11 +83,25 @@ class CausalAttention(OpHandler):
         self.q_heads = self.q.max_sizes[2]
         if self.q.max_sizes[3] != self.head_dim:
             self.fail(f"q's head dim {self.q.max_sizes[3]} differs from the caches' {self.head_dim}")
-        if self.head_dim > MAX_HEAD_DIM:
-            self.fail(f"head dim {self.head_dim} is above the supported {MAX_HEAD_DIM}")
+        if not 0 < self.head_dim <= MAX_HEAD_DIM:
+            self.fail(f"head dim {self.head_dim} is outside the supported 1..{MAX_HEAD_DIM}")
         if self.kv_heads == 0 or self.q_heads % self.kv_heads:
             self.fail(f"{self.q_heads} query heads do not divide into {self.kv_heads} kv heads")
         self.scale = 1.0 / math.sqrt(self.head_dim) if self.value(scale) is None else self.float_arg(scale)
+        self.reserve_scratch()
+
+    def reserve_scratch(self):
+        """Reserve the largest merge scratch any live size can need: (max, sum, head_dim
+        weighted sums) per (row, head, split)."""
+        slots = 0
+        for seq_len in range(1, self.q.max_sizes[1] + 1):
+            rows = seq_len * self.q_heads
+            # Splits grow with the keys attended; the most keys give the most splits.
+            _, splits = split_keys(self.max_context, rows)
+            if splits > 1:
+                slots = max(slots, rows * splits)
+        needed = 4 * slots * (self.head_dim + 2)
+        _scratch_bytes[self.graph] = max(_scratch_bytes.get(self.graph, 4), needed)
 
     def check_new_rows(self, new, label):
         """`new` (this call's k or v) must be [1, S, kv_heads, head_dim] like the caches."""
@@ -63,33 +110,43 @@ class CausalAttention(OpHandler):
             self.fail(f"{label} is {new.dtype}{list(sizes)}; expected float32[1, S, {self.kv_heads}, {self.head_dim}]")
 
     async def build_attention(self, k, v):
+        device = self.graph.device
+        partials = _shared_scratch(self.graph)
         self.params = self.params_buffer(32)
-        self.pipeline = await self.make_pipeline("sdpa", {"UPDATE_CACHE": int(self.update_cache)})
-        self.group = self.graph.device.bind_group(
+        constants = {"HEAD_DIM": self.head_dim}
+        self.pipeline = await self.make_pipeline("sdpa", {**constants, "UPDATE_CACHE": int(self.update_cache)})
+        self.group = device.bind_group(
             self.pipeline,
-            [self.out.buffer, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params],
+            [self.out.buffer, partials, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params],
         )
+        self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
+        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params])
 
     def resize_attention(self, cached_len_after_input_pos: bool):
-        """Set the output size and parameters. Keys below input_pos come from the caches;
-        with `cached_len_after_input_pos` so do this call's S rows (already written)."""
+        """Set the output size, parameters and grid. Keys below input_pos come from the
+        caches; with `cached_len_after_input_pos` so do this call's S rows (already written)."""
         seq_len = self.q.sizes[1]
-        self.input_pos = self.int_arg(self.input_pos_arg)
-        if self.input_pos < 0 or self.input_pos + seq_len > self.max_context:
-            self.fail(f"positions [{self.input_pos}, {self.input_pos + seq_len}) exceed the cache's {self.max_context}")
+        input_pos = self.int_arg(self.input_pos_arg)
+        keys = input_pos + seq_len
+        if input_pos < 0 or keys > self.max_context:
+            self.fail(f"positions [{input_pos}, {keys}) exceed the cache's {self.max_context}")
         self.set_sizes(self.out, self.q.sizes)
-        cached_len = self.input_pos + seq_len if cached_len_after_input_pos else self.input_pos
+        chunk, self.splits = split_keys(keys, seq_len * self.q_heads)
+        cached_len = keys if cached_len_after_input_pos else input_pos
         self.write_params(
             self.params,
             struct.pack(
-                "<6IfI", seq_len, self.q_heads, self.kv_heads, self.head_dim, self.input_pos, cached_len, self.scale, 0
+                "<7If", seq_len, self.q_heads, self.kv_heads, input_pos, cached_len, chunk, self.splits, self.scale
             ),
         )
-        self.grid = (self.q_heads, seq_len)
+        self.rows = seq_len
 
     def record(self, recorder):
-        if self.grid[1]:
-            recorder.dispatch(self.pipeline, self.group, *self.grid)
+        if not self.rows:
+            return
+        recorder.dispatch(self.pipeline, self.group, self.q_heads, self.rows, self.splits)
+        if self.splits > 1:
+            recorder.dispatch(self.combine_pipeline, self.combine_group, self.q_heads, self.rows)
 
 
 @register("sdpa_with_kv_cache.default")
