@@ -54,21 +54,8 @@ var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
 var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
 var<workgroup> subset_sums: array<f32, 256>;    // [SUBSETS][DIM_GROUPS * 4]
 
-fn key_at(from_cache: bool, index: u32) -> f32 {
-  if (from_cache) {
-    return k_cache[index];
-  }
-  return k[index];
-}
-
-fn value_at(from_cache: bool, index: u32) -> f32 {
-  if (from_cache) {
-    return v_cache[index];
-  }
-  return v[index];
-}
-
-// Offset of element 0 of key (or value) `key` for kv head `kv_head`.
+// Offset of element 0 of key (or value) `key` for kv head `kv_head`, in the caches for
+// keys below cached_len, else in k / v.
 fn row_offset(key: u32, kv_head: u32) -> u32 {
   if (key < p.cached_len) {
     return (key * p.kv_heads + kv_head) * HEAD_DIM;
@@ -76,19 +63,51 @@ fn row_offset(key: u32, kv_head: u32) -> u32 {
   return ((key - p.cached_len) * p.kv_heads + kv_head) * HEAD_DIM;
 }
 
+// The dot products of scaled_q with a key in the cache or in k: the branch is taken once
+// per key, so each loop below is straight-line loads the compiler can issue together.
 fn score(key: u32, kv_head: u32) -> f32 {
-  let from_cache = key < p.cached_len;
   let base = row_offset(key, kv_head);
   var sum = vec4<f32>();
-  for (var g = 0u; g < HEAD_DIM / 4u; g++) {
-    let d = base + 4u * g;
-    let key4 = vec4<f32>(key_at(from_cache, d), key_at(from_cache, d + 1u), key_at(from_cache, d + 2u), key_at(from_cache, d + 3u));
-    sum += key4 * scaled_q[g];
-  }
-  for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
-    sum.x += key_at(from_cache, base + d) * scaled_q[d / 4u][d % 4u];
+  if (key < p.cached_len) {
+    for (var g = 0u; g < HEAD_DIM / 4u; g++) {
+      let d = base + 4u * g;
+      sum += vec4<f32>(k_cache[d], k_cache[d + 1u], k_cache[d + 2u], k_cache[d + 3u]) * scaled_q[g];
+    }
+    for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+      sum.x += k_cache[base + d] * scaled_q[d / 4u][d % 4u];
+    }
+  } else {
+    for (var g = 0u; g < HEAD_DIM / 4u; g++) {
+      let d = base + 4u * g;
+      sum += vec4<f32>(k[d], k[d + 1u], k[d + 2u], k[d + 3u]) * scaled_q[g];
+    }
+    for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+      sum.x += k[base + d] * scaled_q[d / 4u][d % 4u];
+    }
   }
   return sum.x + sum.y + sum.z + sum.w;
+}
+
+// Elements [first, first + 4) of a value row (zero past HEAD_DIM).
+fn value4(key: u32, kv_head: u32, first: u32) -> vec4<f32> {
+  let base = row_offset(key, kv_head) + first;
+  var result = vec4<f32>();
+  if (first + 4u <= HEAD_DIM) {
+    if (key < p.cached_len) {
+      result = vec4<f32>(v_cache[base], v_cache[base + 1u], v_cache[base + 2u], v_cache[base + 3u]);
+    } else {
+      result = vec4<f32>(v[base], v[base + 1u], v[base + 2u], v[base + 3u]);
+    }
+  } else {
+    for (var j = 0u; first + j < HEAD_DIM; j++) {
+      if (key < p.cached_len) {
+        result[j] = v_cache[base + j];
+      } else {
+        result[j] = v[base + j];
+      }
+    }
+  }
+  return result;
 }
 
 // Called by every thread of the workgroup (it holds barriers).
@@ -174,16 +193,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   if (subset < SUBSETS) {
     var acc = vec4<f32>();
     for (var i = subset; i < count; i += SUBSETS) {
-      let key = first + i;
-      let from_cache = key < p.cached_len;
-      let base = row_offset(key, kv_head) + 4u * dim_group;
-      var value4 = vec4<f32>();
-      for (var j = 0u; j < 4u; j++) {
-        if (4u * dim_group + j < HEAD_DIM) {
-          value4[j] = value_at(from_cache, base + j);
-        }
-      }
-      acc += weights[i] * value4;
+      acc += weights[i] * value4(first + i, kv_head, 4u * dim_group);
     }
     for (var j = 0u; j < 4u; j++) {
       subset_sums[subset * DIM_GROUPS * 4u + 4u * dim_group + j] = acc[j];

@@ -42,6 +42,14 @@ def split_keys(keys: int, rows: int) -> tuple[int, int]:
     return chunk, max(1, -(-keys // chunk))
 
 
+def most_splits(max_keys: int, rows: int) -> int:
+    """An upper bound of split_keys(keys, rows)[1] over keys <= max_keys: a chunk below
+    MAX_CHUNK holds at least keys / wanted keys, so splits <= wanted; at MAX_CHUNK,
+    splits <= max_keys / MAX_CHUNK."""
+    wanted = max(1, TARGET_WORKGROUPS // max(rows, 1))
+    return min(max(wanted, -(-max_keys // MAX_CHUNK)), -(-max_keys // MIN_CHUNK))
+
+
 # The merge scratch of a graph's attention ops, shared: they run one after another, so
 # their partial results never overlap in time. Sized in __init__ (the largest need), made
 # in build (after every op's __init__).
@@ -96,8 +104,7 @@ class CausalAttention(OpHandler):
         slots = 0
         for seq_len in range(1, self.q.max_sizes[1] + 1):
             rows = seq_len * self.q_heads
-            # Splits grow with the keys attended; the most keys give the most splits.
-            _, splits = split_keys(self.max_context, rows)
+            splits = most_splits(self.max_context, rows)
             if splits > 1:
                 slots = max(slots, rows * splits)
         needed = 4 * slots * (self.head_dim + 2)

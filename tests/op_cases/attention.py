@@ -3,7 +3,7 @@ llama::update_cache + SDPACustom's llama::custom_sdpa, which the Vulkan partitio
 into sdpa_with_kv_cache). The caches are module buffers updated in place, so every case
 is stateful: a prefill at position 0, single-token decode steps, and chunks at later
 positions run in order on one loaded graph. Grouped-query head counts, odd head dims,
-contexts longer than one 64-key block of the kernel."""
+rows whose keys the kernel splits over several workgroups."""
 
 import torch
 from torch.export import Dim
@@ -25,7 +25,7 @@ class KVCacheAttention(torch.nn.Module):
 
     def forward(self, q, k, v, input_pos):
         start = input_pos[0].item()
-        torch._check_is_size(start)
+        torch._check(start >= 0)
         torch._check(start < self.k_cache.size(1))
         if q.dtype == torch.float64:  # the float64 reference (the llama ops are float32-only)
             return self.reference(q, k, v, start)
@@ -57,7 +57,7 @@ class CacheUpdate(torch.nn.Module):
 
     def forward(self, value, input_pos):
         start = input_pos[0].item()
-        torch._check_is_size(start)
+        torch._check(start >= 0)
         torch._check(start < self.cache.size(1))
         if value.dtype == torch.float64:
             self.cache[:, start : start + value.shape[1]] = value
@@ -80,18 +80,19 @@ def step(position, seq, q_heads, kv_heads, head_dim, seed):
     )
 
 
-def schedule(chunks, q_heads, kv_heads, head_dim):
-    """Runs for consecutive chunks of `chunks[i]` tokens starting at position 0."""
-    runs, position = [], 0
-    for i, seq in enumerate(chunks):
-        runs.append(step(position, seq, q_heads, kv_heads, head_dim, seed=10 * i))
-        position += seq
-    return runs
+def consecutive(*chunks):
+    """(position, length) steps for chunks of `chunks[i]` tokens, one after another from 0."""
+    steps, position = [], 0
+    for length in chunks:
+        steps.append((position, length))
+        position += length
+    return steps
 
 
-def attention_case(case_id, chunks, context, q_heads, kv_heads, head_dim, max_seq, scale=None, **options):
-    runs = schedule(chunks, q_heads, kv_heads, head_dim)
-    seq = Dim("seq", min=1, max=max_seq)
+def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=None, **options):
+    """A stateful case: one run per (position, length) step, in order."""
+    runs = [step(position, length, q_heads, kv_heads, head_dim, seed=10 * i) for i, (position, length) in enumerate(steps)]
+    seq = Dim("seq", min=1, max=max(length for _, length in steps))
     return OpCase(
         case_id,
         KVCacheAttention(context, kv_heads, head_dim, scale),
@@ -105,18 +106,23 @@ def attention_case(case_id, chunks, context, q_heads, kv_heads, head_dim, max_se
 
 CASES = [
     # Prefill, decode steps, then a multi-token chunk at a later position.
-    attention_case("sdpa-kv-gqa2", [5, 1, 1, 1, 3, 1], 16, q_heads=4, kv_heads=2, head_dim=8, max_seq=8),
-    attention_case("sdpa-kv-gqa3-odd-dim", [7, 1, 1, 2, 1], 24, q_heads=6, kv_heads=2, head_dim=20, max_seq=7),
-    attention_case("sdpa-kv-mha-hd7", [3, 1, 1], 8, q_heads=3, kv_heads=3, head_dim=7, max_seq=4),
-    # Over 64 keys: several key blocks, the online softmax rescales between them.
-    attention_case("sdpa-kv-long-context", [40, 33, 1, 1, 1], 96, q_heads=4, kv_heads=2, head_dim=64, max_seq=40),
+    attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
+    attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
+    attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
+    # Over 64 keys: rows split over several workgroups, merged by the combine pass.
+    attention_case("sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
     # Llama-3.2-1B's head geometry (32 query heads over 8 kv heads, head dim 64).
-    attention_case("sdpa-kv-llama-heads", [4, 1, 1], 8, q_heads=32, kv_heads=8, head_dim=64, max_seq=4),
+    attention_case("sdpa-kv-llama-heads", consecutive(4, 1, 1), 8, q_heads=32, kv_heads=8, head_dim=64),
+    # Enough rows x heads that a workgroup takes many keys (up to 1024, then a split);
+    # jumping ahead leaves zero rows in the cache, which the reference sees too.
+    attention_case(
+        "sdpa-kv-big-chunks", [(0, 17), (1090, 17), (1107, 1)], 1110, q_heads=32, kv_heads=4, head_dim=16
+    ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
-    attention_case("sdpa-kv-hd256-scale", [2, 1], 4, q_heads=2, kv_heads=1, head_dim=256, max_seq=2, scale=0.05),
+    attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.
     attention_case(
-        "custom-sdpa-unfused", [6, 1, 2], 12, q_heads=6, kv_heads=3, head_dim=16, max_seq=6, unfused_patterns=("causal_sdpa",)
+        "custom-sdpa-unfused", consecutive(6, 1, 2), 12, q_heads=6, kv_heads=3, head_dim=16, unfused_patterns=("causal_sdpa",)
     ),
     OpCase(
         "update-cache-alone",
