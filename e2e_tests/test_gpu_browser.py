@@ -9,6 +9,7 @@ import torch
 
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
+from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
 from test_gpu_native import expected_pattern_sha256
 
 
@@ -92,3 +93,10 @@ def test_python_in_a_module_worker(fresh_page):
 
 def test_synchronize_waits_for_submitted_work(programs):
     assert programs.call("gpu_programs", "synchronize_after_work") == [2.0, 4.0]
+
+
+def test_top_k_matches_torch(programs):
+    for n, k, penalty, ids in TOP_K_CASES:
+        logits = case_logits(n)
+        got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids))
+        check_top_k(got, expected_top_k(logits, k, penalty, ids))

@@ -84,3 +84,18 @@ async def synchronize_after_work():
     out, _ = await run_binary(d, "add", a, (2,), a, (2,))
     await d.synchronize()
     return array.array("f", bytes(await d.read_buffer(out))).tolist()
+
+
+async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
+    """The GPU top-k reducer over a logits row; returns [[value, index], ...]."""
+    from pywebgpu.ops.topk import TopK
+
+    d = await device()
+    logits = d.create_buffer_with_data(logits_bytes, label="logits")
+    n = len(logits_bytes) // 4
+    reducer = TopK(d, logits, n)
+    await reducer.build()
+    recorder = d.record()
+    reducer.record(recorder, n, k, penalty, penalized_ids)
+    d.submit(recorder)
+    return [list(pair) for pair in await reducer.read(k)]

@@ -8,6 +8,7 @@ import torch
 
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
+from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
 
 pytestmark = pytest.mark.native
 
@@ -56,3 +57,11 @@ def test_out_of_range_write_is_refused():
 
 def test_synchronize_waits_for_submitted_work():
     assert run(gpu_programs.synchronize_after_work()) == [2.0, 4.0]
+
+
+@pytest.mark.parametrize("case", TOP_K_CASES, ids=str)
+def test_top_k_matches_torch(case):
+    n, k, penalty, ids = case
+    logits = case_logits(n)
+    got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids)))
+    check_top_k(got, expected_top_k(logits, k, penalty, ids))

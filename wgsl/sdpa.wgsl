@@ -63,51 +63,83 @@ fn row_offset(key: u32, kv_head: u32) -> u32 {
   return ((key - p.cached_len) * p.kv_heads + kv_head) * HEAD_DIM;
 }
 
-// The dot products of scaled_q with a key in the cache or in k: the branch is taken once
-// per key, so each loop below is straight-line loads the compiler can issue together.
+// The loops below read 16 or 4 elements per step as straight-line code, which the GPU
+// issues together: memory latency, not bandwidth, bounds a workgroup's time here.
+fn cached_key4(i: u32) -> vec4<f32> {
+  return vec4<f32>(k_cache[i], k_cache[i + 1u], k_cache[i + 2u], k_cache[i + 3u]);
+}
+
+fn new_key4(i: u32) -> vec4<f32> {
+  return vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]);
+}
+
 fn score(key: u32, kv_head: u32) -> f32 {
+  let from_cache = key < p.cached_len;
   let base = row_offset(key, kv_head);
   var sum = vec4<f32>();
-  if (key < p.cached_len) {
-    for (var g = 0u; g < HEAD_DIM / 4u; g++) {
-      let d = base + 4u * g;
-      sum += vec4<f32>(k_cache[d], k_cache[d + 1u], k_cache[d + 2u], k_cache[d + 3u]) * scaled_q[g];
+  var g = 0u;  // groups of 4 dims
+  for (; g + 4u <= HEAD_DIM / 4u; g += 4u) {
+    let d = base + 4u * g;
+    var a: vec4<f32>;
+    var b: vec4<f32>;
+    var c: vec4<f32>;
+    var e: vec4<f32>;
+    if (from_cache) {
+      a = cached_key4(d);
+      b = cached_key4(d + 4u);
+      c = cached_key4(d + 8u);
+      e = cached_key4(d + 12u);
+    } else {
+      a = new_key4(d);
+      b = new_key4(d + 4u);
+      c = new_key4(d + 8u);
+      e = new_key4(d + 12u);
     }
-    for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+    sum += a * scaled_q[g] + b * scaled_q[g + 1u] + c * scaled_q[g + 2u] + e * scaled_q[g + 3u];
+  }
+  for (; g < HEAD_DIM / 4u; g++) {
+    if (from_cache) {
+      sum += cached_key4(base + 4u * g) * scaled_q[g];
+    } else {
+      sum += new_key4(base + 4u * g) * scaled_q[g];
+    }
+  }
+  for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+    if (from_cache) {
       sum.x += k_cache[base + d] * scaled_q[d / 4u][d % 4u];
-    }
-  } else {
-    for (var g = 0u; g < HEAD_DIM / 4u; g++) {
-      let d = base + 4u * g;
-      sum += vec4<f32>(k[d], k[d + 1u], k[d + 2u], k[d + 3u]) * scaled_q[g];
-    }
-    for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
+    } else {
       sum.x += k[base + d] * scaled_q[d / 4u][d % 4u];
     }
   }
   return sum.x + sum.y + sum.z + sum.w;
 }
 
-// Elements [first, first + 4) of a value row (zero past HEAD_DIM).
-fn value4(key: u32, kv_head: u32, first: u32) -> vec4<f32> {
-  let base = row_offset(key, kv_head) + first;
-  var result = vec4<f32>();
-  if (first + 4u <= HEAD_DIM) {
-    if (key < p.cached_len) {
-      result = vec4<f32>(v_cache[base], v_cache[base + 1u], v_cache[base + 2u], v_cache[base + 3u]);
-    } else {
-      result = vec4<f32>(v[base], v[base + 1u], v[base + 2u], v[base + 3u]);
-    }
-  } else {
-    for (var j = 0u; first + j < HEAD_DIM; j++) {
-      if (key < p.cached_len) {
-        result[j] = v_cache[base + j];
-      } else {
-        result[j] = v[base + j];
-      }
-    }
+// Elements [d, d + 4) of a value row. Past HEAD_DIM (when it is not a multiple of 4)
+// they belong to the next row, or are whatever robust access returns at a buffer's
+// end: they only reach accumulator lanes that are never written out.
+fn value4(from_cache: bool, i: u32) -> vec4<f32> {
+  if (from_cache) {
+    return vec4<f32>(v_cache[i], v_cache[i + 1u], v_cache[i + 2u], v_cache[i + 3u]);
   }
-  return result;
+  return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
+}
+
+// Sum of weights[i] * value row (first + i) over dims [dim, dim + 4), for i from `start`
+// in steps of SUBSETS up to `end`, all of whose keys are cached (or all new).
+fn weighted_values(from_cache: bool, start: u32, end: u32, first: u32, kv_head: u32, dim: u32) -> vec4<f32> {
+  var acc = vec4<f32>();
+  var i = start;
+  for (; i + 3u * SUBSETS < end; i += 4u * SUBSETS) {
+    let v0 = value4(from_cache, row_offset(first + i, kv_head) + dim);
+    let v1 = value4(from_cache, row_offset(first + i + SUBSETS, kv_head) + dim);
+    let v2 = value4(from_cache, row_offset(first + i + 2u * SUBSETS, kv_head) + dim);
+    let v3 = value4(from_cache, row_offset(first + i + 3u * SUBSETS, kv_head) + dim);
+    acc += weights[i] * v0 + weights[i + SUBSETS] * v1 + weights[i + 2u * SUBSETS] * v2 + weights[i + 3u * SUBSETS] * v3;
+  }
+  for (; i < end; i += SUBSETS) {
+    acc += weights[i] * value4(from_cache, row_offset(first + i, kv_head) + dim);
+  }
+  return acc;
 }
 
 // Called by every thread of the workgroup (it holds barriers).
@@ -191,10 +223,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   let dim_group = thread % DIM_GROUPS;
   let subset = thread / DIM_GROUPS;
   if (subset < SUBSETS) {
-    var acc = vec4<f32>();
-    for (var i = subset; i < count; i += SUBSETS) {
-      acc += weights[i] * value4(first + i, kv_head, 4u * dim_group);
-    }
+    // This thread's keys are subset, subset + SUBSETS, ...: the cached ones, then the new.
+    let cached = clamp(p.cached_len, first, first + count) - first;
+    let first_new = subset + (max(cached, subset) - subset + SUBSETS - 1u) / SUBSETS * SUBSETS;
+    let dim = 4u * dim_group;
+    let acc = weighted_values(true, subset, cached, first, kv_head, dim)
+      + weighted_values(false, first_new, count, first, kv_head, dim);
     for (var j = 0u; j < 4u; j++) {
       subset_sums[subset * DIM_GROUPS * 4u + 4u * dim_group + j] = acc[j];
     }

@@ -216,14 +216,14 @@ class Device:
             pipeline = self._pipelines[key] = Pipeline(handle, layout, label)
         return pipeline
 
-    def bind_group(self, pipeline: Pipeline, buffers: list, label: str = "") -> BindGroup:
-        """Bind `buffers` to bindings 0..n-1 of group 0.
-
-        Each entry is a Buffer or (Buffer, offset, size) for a sub-range.
+    def bind_group(self, pipeline: Pipeline, buffers, label: str = "") -> BindGroup:
+        """Bind `buffers` to group 0: a list binds 0..n-1 in order, a dict {binding: entry}
+        names its bindings. Each entry is a Buffer or (Buffer, offset, size) for a sub-range.
         """
         self._check_alive()
         entries = []
-        for binding, entry in enumerate(buffers):
+        numbered = buffers.items() if isinstance(buffers, dict) else enumerate(buffers)
+        for binding, entry in numbered:
             buffer, offset, size = (entry, 0, entry.size) if isinstance(entry, Buffer) else entry
             if offset + size > buffer.size:
                 raise GPUError(

@@ -15,6 +15,7 @@ from ..gpu import STORAGE_USAGE, Device, GPUError
 # The module, not its names: ops.registry imports runtime.values, so importing names here
 # would be circular.
 from ..ops import load_all_ops, registry
+from ..ops.topk import TopK
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
@@ -44,6 +45,7 @@ class GraphRuntime:
         self.outputs = [self._io_tensor(i, "output") for i in graph.output_ids]
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         self._last_written: dict[int, bytes] = {}
+        self._top_k = None
         self.built = False
 
     # --- values ----------------------------------------------------------------------
@@ -168,22 +170,39 @@ class GraphRuntime:
             op.record(recorder)
         return recorder
 
-    async def execute(self, *inputs) -> list[HostTensor]:
-        """Run the graph on `inputs` (HostTensor, or numpy-like arrays); returns the outputs."""
+    def _record_run(self, inputs):
         if not self.built:
             raise GPUError("build() the graph before executing it")
         self.set_inputs(inputs)
         self.propagate_resize()
-        self.device.submit(self.record())
+        return self.record()
+
+    async def execute(self, *inputs) -> list[HostTensor]:
+        """Run the graph on `inputs` (HostTensor, or numpy-like arrays); returns the outputs."""
+        self.device.submit(self._record_run(inputs))
         results = []
         for tensor in self.outputs:
-            data = await self.device.read_buffer(tensor.buffer, 0, (tensor.nbytes + 3) & ~3)
             if tensor.dtype != "float32":
                 raise GPUError(f"reading outputs of dtype {tensor.dtype} is not supported")
+            data = await self.device.read_buffer(tensor.buffer, 0, (tensor.nbytes + 3) & ~3)
             values = array.array("f")
             values.frombytes(bytes(data[: tensor.nbytes]))
             results.append(HostTensor(tensor.sizes, values, tensor.dtype))
         return results
+
+    async def execute_top_k(self, *inputs, k: int = 1, penalty: float = 1.0, penalized_ids=()) -> list[tuple[float, int]]:
+        """Run the graph and return the k largest values of its first output (a logits
+        row) as (value, index) pairs, largest first, reading back only those. Logits of
+        `penalized_ids` are first divided (if positive) or multiplied by `penalty`."""
+        recorder = self._record_run(inputs)
+        logits = self.outputs[0]
+        if self._top_k is None:
+            top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
+            await top_k.build()
+            self._top_k = top_k
+        self._top_k.record(recorder, logits.numel, k, penalty, penalized_ids)
+        self.device.submit(recorder)
+        return await self._top_k.read(k)
 
 
 def _flat_values(host):

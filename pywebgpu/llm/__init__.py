@@ -1,0 +1,1 @@
+"""Language-model runtime pieces that sit around the GPU graph (tokenizer, ...)."""

@@ -1,0 +1,71 @@
+"""The top k logits of a row, chosen on the GPU (kernel: wgsl/topk.wgsl), so a generated
+token costs a readback of k (value, index) pairs instead of the whole vocabulary.
+
+Not a graph op: the runtime appends it after a graph's logits output (GraphRuntime.top_k).
+"""
+
+from __future__ import annotations
+
+import array
+import struct
+
+from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Buffer, Device, GPUError
+from ..kernels import load_wgsl
+
+K_MAX = 64
+PENALIZED_MAX = 256
+# Logits per first-pass workgroup: enough workgroups to fill a GPU, few enough candidates
+# (n / CHUNK * k) for the single merging workgroup.
+CHUNK = 2048
+
+
+class TopK:
+    def __init__(self, device: Device, logits: Buffer, max_n: int):
+        self.device = device
+        self.logits = logits
+        self.max_n = max_n
+        groups = -(-max_n // CHUNK)
+        self.candidates = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.candidates")
+        self.result = device.create_buffer(8 * K_MAX, STORAGE_USAGE, "top_k.result")
+        self.params = device.create_buffer(32, UNIFORM_USAGE, "top_k.params")
+        self.penalized_ids = device.create_buffer(4 * PENALIZED_MAX, STORAGE_USAGE, "top_k.penalized_ids")
+        self._last_params = None
+
+    async def build(self):
+        source = load_wgsl("topk")
+        constants = {"K_MAX": K_MAX}
+        self.chunk_pass = await self.device.compute_pipeline(source, "top_k.chunk", "chunk_top_k", constants)
+        self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", "merge_top_k", constants)
+        self.penalty_pass = await self.device.compute_pipeline(source, "top_k.penalty", "apply_penalty", constants)
+        bind = self.device.bind_group
+        self.chunk_group = bind(self.chunk_pass, {0: self.logits, 1: self.candidates, 2: self.params})
+        self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
+        self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.penalized_ids})
+
+    def record(self, recorder, n: int, k: int, penalty: float = 1.0, penalized_ids=()):
+        """Add the passes to `recorder` for the first `n` logits."""
+        if not 1 <= k <= K_MAX:
+            raise GPUError(f"top-k: k must be between 1 and {K_MAX}, got {k}")
+        if not 1 <= n <= self.max_n:
+            raise GPUError(f"top-k: {n} logits, but this reducer was built for at most {self.max_n}")
+        if penalty <= 0:
+            raise GPUError(f"top-k: repetition penalty must be positive, got {penalty}")
+        ids = sorted(set(penalized_ids))[-PENALIZED_MAX:] if penalty != 1.0 else []
+        params = struct.pack("<IIIIf12x", n, k, CHUNK, len(ids), penalty)
+        if params != self._last_params:
+            self.device.write_buffer(self.params, params)
+            self._last_params = params
+        if ids:
+            self.device.write_buffer(self.penalized_ids, array.array("I", ids))
+            recorder.dispatch(self.penalty_pass, self.penalty_group, -(-len(ids) // 64))
+        recorder.dispatch(self.chunk_pass, self.chunk_group, -(-n // CHUNK))
+        recorder.dispatch(self.merge_pass, self.merge_group, 1)
+
+    async def read(self, k: int) -> list[tuple[float, int]]:
+        """The k picks of the last recorded run: (logit, token id), largest first."""
+        data = bytes(await self.device.read_buffer(self.result, 0, 8 * k))
+        words = array.array("I")
+        words.frombytes(data)
+        values = array.array("f")
+        values.frombytes(words[0::2].tobytes())
+        return [(values[i], words[2 * i + 1]) for i in range(k) if words[2 * i + 1] != 0xFFFFFFFF]

@@ -1,0 +1,119 @@
+// Top-k of one row of logits, largest first, ties broken by the lower index, NaN never
+// chosen. Two passes: each workgroup picks the top k of its chunk (chunk_top_k), then one
+// workgroup picks the top k of all chunks' candidates (merge_top_k). Every round picks
+// the largest (value, index) pair ordered strictly after the previous pick, so nothing
+// is written back or masked. apply_penalty rescales a few logits in place first
+// (repetition penalty, as in CTRL / Hugging Face).
+
+struct Params {
+  n: u32,          // logits in the row
+  k: u32,          // picks wanted (<= K_MAX)
+  chunk: u32,      // logits per first-pass workgroup
+  n_penalized: u32,
+  penalty: f32,
+}
+
+@group(0) @binding(0) var<storage, read> logits: array<f32>;
+@group(0) @binding(1) var<storage, read_write> candidates: array<vec2<u32>>;  // (bits of value, index)
+@group(0) @binding(2) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read_write> result: array<vec2<u32>>;
+@group(0) @binding(4) var<storage, read_write> penalized_logits: array<f32>;
+@group(0) @binding(5) var<storage, read> penalized_ids: array<u32>;
+
+override K_MAX: u32 = 64u;
+const THREADS: u32 = 256u;
+const NEG_INF: f32 = -3.0e38;  // below every finite f32 logit we can meet; WGSL has no inf literal
+
+var<workgroup> best_value: array<f32, THREADS>;
+var<workgroup> best_index: array<u32, THREADS>;
+
+// (v, i) comes after (pv, pi) in pick order: smaller value, or equal value and larger index.
+fn after(v: f32, i: u32, pv: f32, pi: u32) -> bool {
+  return v < pv || (v == pv && i > pi);
+}
+
+// (v, i) is a better pick than (bv, bi).
+fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
+  return v > bv || (v == bv && i < bi);
+}
+
+// Reduce every thread's best pair to thread 0's slot.
+fn reduce_best(thread: u32) {
+  for (var stride = THREADS / 2u; stride > 0u; stride /= 2u) {
+    workgroupBarrier();
+    if (thread < stride && better(best_value[thread + stride], best_index[thread + stride], best_value[thread], best_index[thread])) {
+      best_value[thread] = best_value[thread + stride];
+      best_index[thread] = best_index[thread + stride];
+    }
+  }
+  workgroupBarrier();
+}
+
+@compute @workgroup_size(256)
+fn chunk_top_k(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
+  let start = group.x * p.chunk;
+  let end = min(start + p.chunk, p.n);
+  var previous_value = 3.0e38;
+  var previous_index = 0xffffffffu;
+  for (var round = 0u; round < p.k; round++) {
+    var bv = NEG_INF;
+    var bi = 0xffffffffu;
+    for (var i = start + thread; i < end; i += THREADS) {
+      let v = logits[i];
+      if (v == v && after(v, i, previous_value, previous_index) && better(v, i, bv, bi)) {
+        bv = v;
+        bi = i;
+      }
+    }
+    best_value[thread] = bv;
+    best_index[thread] = bi;
+    reduce_best(thread);
+    previous_value = best_value[0];
+    previous_index = best_index[0];
+    if (thread == 0u) {
+      candidates[group.x * p.k + round] = vec2<u32>(bitcast<u32>(previous_value), previous_index);
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(256)
+fn merge_top_k(@builtin(local_invocation_index) thread: u32) {
+  let total = ((p.n + p.chunk - 1u) / p.chunk) * p.k;
+  var previous_value = 3.0e38;
+  var previous_index = 0xffffffffu;
+  for (var round = 0u; round < p.k; round++) {
+    var bv = NEG_INF;
+    var bi = 0xffffffffu;
+    for (var c = thread; c < total; c += THREADS) {
+      let pair = candidates[c];
+      let v = bitcast<f32>(pair.x);
+      let i = pair.y;
+      if (i != 0xffffffffu && after(v, i, previous_value, previous_index) && better(v, i, bv, bi)) {
+        bv = v;
+        bi = i;
+      }
+    }
+    best_value[thread] = bv;
+    best_index[thread] = bi;
+    reduce_best(thread);
+    previous_value = best_value[0];
+    previous_index = best_index[0];
+    if (thread == 0u) {
+      result[round] = vec2<u32>(bitcast<u32>(previous_value), previous_index);
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(64)
+fn apply_penalty(@builtin(global_invocation_id) gid: vec3<u32>) {
+  if (gid.x >= p.n_penalized) {
+    return;
+  }
+  let i = penalized_ids[gid.x];
+  if (i < p.n) {
+    let v = penalized_logits[i];
+    penalized_logits[i] = select(v * p.penalty, v / p.penalty, v > 0.0);
+  }
+}
