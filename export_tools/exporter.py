@@ -47,8 +47,8 @@ class ExportOptions:
     # accurate but slow on CPU (most of a Llama-3.2-1B export); False = plain min/max.
     hqq_scales: bool = True
 
-    def check(self, params: LlamaParams) -> None:
-        """Raise ExportError for options ExecuTorch would reject or mis-handle."""
+    def __post_init__(self) -> None:
+        """Reject what needs no model geometry, before any (slow) weight loading."""
         if self.qmode not in QMODES:
             raise ExportError(f"unknown qmode '{self.qmode}' (choose from {', '.join(QMODES)})")
         if not isinstance(self.max_seq_len, int) or self.max_seq_len < MIN_MAX_SEQ_LEN:
@@ -59,6 +59,9 @@ class ExportOptions:
             )
         if not isinstance(self.group_size, int) or self.group_size <= 0:
             raise ExportError(f"group_size must be a positive integer, got {self.group_size!r}")
+
+    def check(self, params: LlamaParams) -> None:
+        """Raise ExportError if the quantization groups do not tile the model's widths."""
         if self.qmode != "fp32":
             for what, width in params.linear_in_features().items():
                 if width % self.group_size:
@@ -148,10 +151,9 @@ def build_eager(
     options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales)
     loaded = source.load(progress=progress)
     options.check(loaded.params)
-    params = loaded.params
     with _Stages(["write checkpoint", "load + quantize"], progress) as stages:
         manager = _prepare(loaded, options, stages, verbose)
-    return EagerLlama(manager.model, params, options)
+    return EagerLlama(manager.model, loaded.params, options)
 
 
 def export_llama(
@@ -182,7 +184,7 @@ def export_llama(
         progress,
     ) as stages:
         manager = _prepare(loaded, options, stages, verbose)
-        del loaded  # the fp32 weights now live (memory-mapped) in the module
+        del loaded  # free the converted fp32 weights: the module has its own (quantized) copy
         _lower(manager, pte_path, stages, verbose)
 
     manifest = _write_manifest(pte_path, params, options, tokenizer, origin)

@@ -177,9 +177,14 @@ class GraphRuntime:
         self.propagate_resize()
         return self.record()
 
+    def submit(self, *inputs):
+        """Run the graph on `inputs` without reading anything back (e.g. an early prefill
+        chunk, whose only effect that matters is on the KV cache)."""
+        self.device.submit(self._record_run(inputs))
+
     async def execute(self, *inputs) -> list[HostTensor]:
         """Run the graph on `inputs` (HostTensor, or numpy-like arrays); returns the outputs."""
-        self.device.submit(self._record_run(inputs))
+        self.submit(*inputs)
         results = []
         for tensor in self.outputs:
             if tensor.dtype != "float32":

@@ -1,0 +1,111 @@
+"""Multi-turn chat with streaming generation.
+
+The KV cache holds the tokens of the conversation so far; a new turn prefills only what
+its prompt adds after the longest prefix already in the cache (past turns are not
+prefilled again), then decodes one token per program call.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..ops.topk import PENALIZED_MAX
+from .model import LanguageModel
+from .sampling import Sampler, SamplingParams
+from .tokenizer import StreamDecoder
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class ChatSession:
+    def __init__(self, model: LanguageModel, system_prompt: str | None = None):
+        self.model = model
+        self.system_prompt = system_prompt
+        self.messages: list[dict] = []
+        self._cached_tokens: list[int] = []  # what the KV cache holds, position by position
+        self._cancelled = False
+        self.stats: dict = {}
+
+    def reset(self):
+        """A new chat: history cleared; the cache is simply overwritten from position 0."""
+        self.messages = []
+        self._cached_tokens = []
+
+    def cancel(self):
+        """Stop the running send() after the token being computed."""
+        self._cancelled = True
+
+    def _prompt_tokens(self) -> list[int]:
+        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + self.messages
+        # The rendered template already holds every special token (BOS included).
+        return self.model.tokenizer.encode(self.model.chat_template.render(messages), add_special_tokens=False)
+
+    async def send(self, text: str, sampling: SamplingParams | None = None, max_tokens: int = 256, stop: tuple = ()):
+        """Add a user turn and stream the reply as text pieces (whole UTF-8 characters)."""
+        sampling = sampling or SamplingParams()
+        sampler = Sampler(sampling)
+        model = self.model
+        self._cancelled = False
+        self.messages.append({"role": "user", "content": text})
+        prompt = self._prompt_tokens()
+        reused = min(_common_prefix(self._cached_tokens, prompt), len(prompt) - 1)
+        self.stats = stats = {"prompt_tokens": len(prompt), "prefilled_tokens": len(prompt) - reused, "decode_tokens": 0}
+        if len(prompt) >= model.max_context:
+            stats["stop_reason"] = "context_full"
+            self.messages.pop()
+            return
+        started = time.perf_counter()
+        fed = self._cached_tokens = prompt[:reused]
+        to_feed = prompt[reused:]
+        decoder = StreamDecoder(model.tokenizer)
+        reply, held_back = "", ""
+        hold = max((len(s) for s in stop), default=1) - 1
+        stats["stop_reason"] = "max_tokens"
+        decode_started = None
+        while True:
+            candidates = await model.next_token_candidates(
+                to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
+            )
+            fed.extend(to_feed)
+            token = sampler.pick(candidates)
+            if decode_started is None:
+                decode_started = time.perf_counter()
+                stats["time_to_first_token_s"] = decode_started - started
+            if token in model.eos_ids:
+                stats["stop_reason"] = "eos"
+                break
+            stats["decode_tokens"] += 1
+            held_back += decoder.push(token)
+            found = [held_back.find(s) for s in stop if s in held_back]
+            if found:
+                reply += held_back[: min(found)]
+                held_back = ""
+                stats["stop_reason"] = "stop_string"
+                break
+            if len(held_back) > hold:
+                piece, held_back = held_back[: len(held_back) - hold], held_back[len(held_back) - hold :]
+                reply += piece
+                yield piece
+            if self._cancelled:
+                stats["stop_reason"] = "cancelled"
+                break
+            if stats["decode_tokens"] >= max_tokens:
+                break
+            if len(fed) + 1 >= model.max_context:
+                stats["stop_reason"] = "context_full"
+                break
+            to_feed = [token]
+        tail = held_back + (decoder.flush() if stats["stop_reason"] != "stop_string" else "")
+        if tail:
+            reply += tail
+            yield tail
+        elapsed = time.perf_counter() - (decode_started or started)
+        stats["decode_tokens_per_s"] = (stats["decode_tokens"] - 1) / elapsed if stats["decode_tokens"] > 1 and elapsed > 0 else None
+        self.messages.append({"role": "assistant", "content": reply})

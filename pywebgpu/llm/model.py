@@ -1,0 +1,128 @@
+"""A language model: an exported .pte graph, its tokenizer and manifest, and one call
+that feeds tokens at a position and returns the next-token candidates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePosixPath
+
+from ..gpu import IN_BROWSER, Device, GPUError, request_device
+from ..runtime import HostTensor, load
+from .chat_template import ChatTemplate
+from .tokenizer import Tokenizer
+
+
+class ModelFileError(GPUError):
+    """A model file that is missing, truncated or not what its manifest says."""
+
+
+def _sibling(manifest_location: str, name: str) -> str:
+    if IN_BROWSER:
+        import js
+
+        return str(js.URL.new(name, js.URL.new(manifest_location, js.location.href)).href)
+    return str(PurePosixPath(manifest_location).parent / name)
+
+
+async def _fetch(url: str):
+    import js
+
+    response = await js.fetch(url)
+    if not response.ok:
+        raise ModelFileError(f"downloading {url} failed: HTTP {response.status}")
+    return response
+
+
+async def _read_text(location: str) -> str:
+    if IN_BROWSER:
+        return await (await _fetch(location)).text()
+    with open(location, encoding="utf-8") as file:
+        return file.read()
+
+
+async def _read_model_bytes(location: str, expected_size: int, on_progress):
+    """The .pte: a JS ArrayBuffer in the browser (streamed, with progress), bytes natively."""
+    if not IN_BROWSER:
+        with open(location, "rb") as file:
+            return file.read()
+    import js
+
+    response = await _fetch(location)
+    reader = response.body.getReader()
+    data = js.Uint8Array.new(expected_size)
+    received = 0
+    while True:
+        chunk = await reader.read()
+        if chunk.done:
+            break
+        if received + chunk.value.length > expected_size:
+            raise ModelFileError(f"{location} is larger than the {expected_size} bytes its manifest says")
+        data.set(chunk.value, received)
+        received += chunk.value.length
+        if on_progress:
+            on_progress(received, expected_size)
+    return data.buffer if received == expected_size else data.buffer.slice(0, received)
+
+
+async def _sha256_hex(data) -> str:
+    if IN_BROWSER:
+        import js
+
+        digest = await js.crypto.subtle.digest("SHA-256", data)
+        return js.Uint8Array.new(digest).to_bytes().hex()
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _byte_length(data) -> int:
+    return data.byteLength if hasattr(data, "byteLength") else len(data)
+
+
+class LanguageModel:
+    def __init__(self, graph, tokenizer: Tokenizer, manifest: dict):
+        self.graph = graph
+        self.tokenizer = tokenizer
+        self.manifest = manifest
+        geometry = manifest["model"]
+        self.max_context = geometry["max_context_len"]
+        self.max_prefill = geometry["max_prefill_tokens"]
+        self.vocab_size = geometry["vocab_size"]
+        self.eos_ids = frozenset(token["id"] for token in manifest["special_tokens"]["eos"])
+        self.chat_template = ChatTemplate.from_template_string(manifest.get("chat_template"))
+
+    @classmethod
+    async def load(cls, manifest_location: str, pte_data=None, on_progress=None, device: Device | None = None):
+        """Load from a manifest (URL in the browser, path natively). `pte_data` may hold
+        the .pte already (bytes, or a JS ArrayBuffer the page took from its cache); it is
+        checked against the manifest's size and sha256 either way."""
+        manifest = json.loads(await _read_text(manifest_location))
+        expected = manifest["pte"]
+        if pte_data is None:
+            pte_data = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected["bytes"], on_progress)
+        if _byte_length(pte_data) != expected["bytes"]:
+            raise ModelFileError(
+                f"the model file has {_byte_length(pte_data)} bytes, its manifest says {expected['bytes']}: it is truncated or damaged"
+            )
+        if await _sha256_hex(pte_data) != expected["sha256"]:
+            raise ModelFileError("the model file's sha256 does not match its manifest: the file is damaged")
+        if not manifest.get("tokenizer"):
+            raise ModelFileError("the model's manifest names no tokenizer")
+        tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
+        graph = await load(device or await request_device(), pte_data)
+        return cls(graph, tokenizer, manifest)
+
+    async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=()):
+        """Feed `tokens` at `position` (prefill in chunks the program accepts) and return
+        the top-k (logit, id) candidates for the token after them."""
+        if not tokens:
+            raise ValueError("no tokens to feed")
+        if position + len(tokens) > self.max_context:
+            raise ValueError(f"{position + len(tokens)} tokens exceed the model's context of {self.max_context}")
+        for start in range(0, len(tokens), self.max_prefill):
+            chunk = tokens[start : start + self.max_prefill]
+            inputs = (HostTensor((1, len(chunk)), chunk, "int64"), HostTensor((1,), [position + start], "int64"))
+            if start + len(chunk) < len(tokens):
+                self.graph.submit(*inputs)  # an earlier chunk: only its KV cache entries matter
+            else:
+                return await self.graph.execute_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
