@@ -1,6 +1,8 @@
 // The second pass of sdpa.wgsl when rows were split over several workgroups: merge each
 // (query row, head)'s per-split (max score m_i, sum l_i of exp(score - m_i), weighted
 // value sums a_i) into out = sum_i a_i exp(m_i - m) / sum_i l_i exp(m_i - m), m = max m_i.
+// One workgroup per (head, row): the threads share out the splits for m and the
+// denominator, then the head dims for the output.
 override HEAD_DIM: u32 = 64u;
 
 struct Params {
@@ -19,6 +21,39 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 
 const WORKGROUP_SIZE: u32 = 64u;
+const MAX_SPLITS: u32 = 256u;
+const LOWEST: f32 = -3.40282347e38;
+
+var<workgroup> rescale: array<f32, MAX_SPLITS>;  // exp(m_i - m) / denominator
+var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
+
+fn workgroup_max(thread: u32, value: f32) -> f32 {
+  reduction[thread] = value;
+  workgroupBarrier();
+  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+    if (thread < stride) {
+      reduction[thread] = max(reduction[thread], reduction[thread + stride]);
+    }
+    workgroupBarrier();
+  }
+  let result = reduction[0];
+  workgroupBarrier();
+  return result;
+}
+
+fn workgroup_sum(thread: u32, value: f32) -> f32 {
+  reduction[thread] = value;
+  workgroupBarrier();
+  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+    if (thread < stride) {
+      reduction[thread] += reduction[thread + stride];
+    }
+    workgroupBarrier();
+  }
+  let result = reduction[0];
+  workgroupBarrier();
+  return result;
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
@@ -29,21 +64,34 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   let first_slot = (row * p.q_heads + head) * p.splits;
   let stride = HEAD_DIM + 2u;
 
-  var max_score = partials[first_slot * stride];
-  for (var i = 1u; i < used_splits; i++) {
-    max_score = max(max_score, partials[(first_slot + i) * stride]);
+  var thread_max = LOWEST;
+  for (var i = thread; i < used_splits; i += WORKGROUP_SIZE) {
+    thread_max = max(thread_max, partials[(first_slot + i) * stride]);
   }
-  var weight_sum = 0.0;
-  for (var i = 0u; i < used_splits; i++) {
+  let max_score = workgroup_max(thread, thread_max);
+  var thread_sum = 0.0;
+  for (var i = thread; i < used_splits; i += WORKGROUP_SIZE) {
     let slot = (first_slot + i) * stride;
-    weight_sum += partials[slot + 1u] * exp(partials[slot] - max_score);
+    let factor = exp(partials[slot] - max_score);
+    rescale[i] = factor;
+    thread_sum += partials[slot + 1u] * factor;
   }
+  let inv_denominator = 1.0 / workgroup_sum(thread, thread_sum);  // its barriers publish rescale[]
+
   for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
+    // Four splits per step, loaded together (latency, not bandwidth, is the limit).
     var total = 0.0;
-    for (var i = 0u; i < used_splits; i++) {
-      let slot = (first_slot + i) * stride;
-      total += partials[slot + 2u + d] * exp(partials[slot] - max_score);
+    var i = 0u;
+    for (; i + 4u <= used_splits; i += 4u) {
+      let a = partials[(first_slot + i) * stride + 2u + d];
+      let b = partials[(first_slot + i + 1u) * stride + 2u + d];
+      let c = partials[(first_slot + i + 2u) * stride + 2u + d];
+      let e = partials[(first_slot + i + 3u) * stride + 2u + d];
+      total += a * rescale[i] + b * rescale[i + 1u] + c * rescale[i + 2u] + e * rescale[i + 3u];
     }
-    out[(row * p.q_heads + head) * HEAD_DIM + d] = total / weight_sum;
+    for (; i < used_splits; i++) {
+      total += partials[(first_slot + i) * stride + 2u + d] * rescale[i];
+    }
+    out[(row * p.q_heads + head) * HEAD_DIM + d] = total * inv_denominator;
   }
 }

@@ -28,6 +28,8 @@ from .registry import OpHandler, register
 MAX_HEAD_DIM = 256  # sdpa.wgsl: 64 threads x 4 dims each
 MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
 MIN_CHUNK = 64  # one key per thread
+MAX_SPLITS = 256  # sdpa_combine.wgsl: one rescale factor per split in workgroup memory
+MAX_KEYS = MAX_CHUNK * MAX_SPLITS
 # Workgroups to aim for when splitting keys: enough to occupy a large GPU (an H100 has
 # 132 multiprocessors); beyond it splits only add merging work.
 TARGET_WORKGROUPS = 1024
@@ -36,7 +38,7 @@ TARGET_WORKGROUPS = 1024
 def split_keys(keys: int, rows: int) -> tuple[int, int]:
     """(chunk, splits): keys per workgroup and workgroups per row, for `rows` (query rows
     x heads) attending up to `keys` keys."""
-    wanted = max(1, TARGET_WORKGROUPS // max(rows, 1))
+    wanted = min(MAX_SPLITS, max(1, TARGET_WORKGROUPS // max(rows, 1)))
     chunk = -(-keys // wanted)
     chunk = min(MAX_CHUNK, max(MIN_CHUNK, -(-chunk // MIN_CHUNK) * MIN_CHUNK))
     return chunk, max(1, -(-keys // chunk))
@@ -46,7 +48,7 @@ def most_splits(max_keys: int, rows: int) -> int:
     """An upper bound of split_keys(keys, rows)[1] over keys <= max_keys: a chunk below
     MAX_CHUNK holds at least keys / wanted keys, so splits <= wanted; at MAX_CHUNK,
     splits <= max_keys / MAX_CHUNK."""
-    wanted = max(1, TARGET_WORKGROUPS // max(rows, 1))
+    wanted = min(MAX_SPLITS, max(1, TARGET_WORKGROUPS // max(rows, 1)))
     return min(max(wanted, -(-max_keys // MAX_CHUNK)), -(-max_keys // MIN_CHUNK))
 
 
@@ -93,6 +95,8 @@ class CausalAttention(OpHandler):
             self.fail(f"q's head dim {self.q.max_sizes[3]} differs from the caches' {self.head_dim}")
         if not 0 < self.head_dim <= MAX_HEAD_DIM:
             self.fail(f"head dim {self.head_dim} is outside the supported 1..{MAX_HEAD_DIM}")
+        if self.max_context > MAX_KEYS:
+            self.fail(f"a context of {self.max_context} is above the supported {MAX_KEYS}")
         if self.kv_heads == 0 or self.q_heads % self.kv_heads:
             self.fail(f"{self.q_heads} query heads do not divide into {self.kv_heads} kv heads")
         self.scale = 1.0 / math.sqrt(self.head_dim) if self.value(scale) is None else self.float_arg(scale)

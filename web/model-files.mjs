@@ -1,0 +1,133 @@
+// The model's files on the page: the manifest, then the .pte, downloaded with progress,
+// kept in the Cache API and checked against the manifest's sha256 before every use.
+
+export const CACHE_NAME = "pywebgpu-models";
+
+// A file that is not what its manifest says (truncated, too long, wrong sha256).
+export class DamagedModelError extends Error {
+  constructor(detail) {
+    super(`The model file is damaged (${detail}). Reload the page to download it again.`);
+    this.name = "DamagedModelError";
+  }
+}
+
+// The network or the server failed; the message says which file and how.
+export class DownloadError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "DownloadError";
+  }
+}
+
+export async function fetchManifest(manifestUrl) {
+  let response;
+  try {
+    response = await fetch(manifestUrl);
+  } catch (error) {
+    throw new DownloadError(`Could not download the model's manifest (${error.message}). Check your connection and reload.`);
+  }
+  if (!response.ok) {
+    throw new DownloadError(`Could not download the model's manifest: the server answered HTTP ${response.status} for ${manifestUrl}.`);
+  }
+  try {
+    return await response.json();
+  } catch {
+    throw new DownloadError(`The model's manifest at ${manifestUrl} is not valid JSON.`);
+  }
+}
+
+// The cache key names the expected sha256, so a re-exported model never matches an old entry.
+function cacheKey(pteUrl, sha256) {
+  const key = new URL(pteUrl);
+  key.searchParams.set("sha256", sha256);
+  return key.href;
+}
+
+async function sha256Hex(buffer) {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", buffer));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function checkBytes(buffer, expected, actualSha256) {
+  if (buffer.byteLength !== expected.bytes) {
+    const how = buffer.byteLength < expected.bytes ? "truncated" : "too long";
+    throw new DamagedModelError(`${how}: ${buffer.byteLength.toLocaleString("en")} bytes instead of ${expected.bytes.toLocaleString("en")}`);
+  }
+  if (actualSha256 !== expected.sha256) throw new DamagedModelError("its sha256 does not match the manifest");
+}
+
+// Streams `url` into one ArrayBuffer of the manifest's size, reporting progress.
+async function download(url, expectedBytes, onProgress) {
+  let response;
+  try {
+    response = await fetch(url, { cache: "no-store" });
+  } catch (error) {
+    throw new DownloadError(`The model download failed (${error.message}). Check your connection and reload.`);
+  }
+  if (!response.ok) {
+    throw new DownloadError(`The model download failed: the server answered HTTP ${response.status} for ${url}.`);
+  }
+  const data = new Uint8Array(expectedBytes);
+  const reader = response.body.getReader();
+  let received = 0;
+  onProgress(0, expectedBytes);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (received + value.length > expectedBytes) {
+        await reader.cancel();
+        throw new DamagedModelError(`larger than the ${expectedBytes.toLocaleString("en")} bytes its manifest says`);
+      }
+      data.set(value, received);
+      received += value.length;
+      onProgress(received, expectedBytes);
+    }
+  } catch (error) {
+    if (error instanceof DamagedModelError) throw error;
+    throw new DownloadError(`The model download broke off after ${received.toLocaleString("en")} bytes (${error.message}). Reload to try again.`);
+  }
+  return received === expectedBytes ? data.buffer : data.buffer.slice(0, received);
+}
+
+// The .pte as a verified ArrayBuffer: from the cache when it holds a good copy, else
+// downloaded (and cached once verified). A damaged cached copy is deleted, so a reload
+// downloads it again.
+export async function loadModelFile(manifestUrl, manifest, { onProgress = () => {}, onStatus = () => {} } = {}) {
+  const expected = manifest.pte;
+  const pteUrl = new URL(expected.file, new URL(manifestUrl, location.href)).href;
+  const key = cacheKey(pteUrl, expected.sha256);
+  const cache = await caches.open(CACHE_NAME);
+
+  const cached = await cache.match(key);
+  if (cached) {
+    onStatus("Checking the cached model file…");
+    const buffer = await cached.arrayBuffer();
+    try {
+      checkBytes(buffer, expected, await sha256Hex(buffer));
+    } catch (error) {
+      await cache.delete(key);
+      throw error;
+    }
+    return { buffer, fromCache: true };
+  }
+
+  onStatus("Downloading the model…");
+  const buffer = await download(pteUrl, expected.bytes, onProgress);
+  onStatus("Checking the downloaded model file…");
+  checkBytes(buffer, expected, await sha256Hex(buffer));
+  // Older versions of the same file are dead weight once a new one is verified.
+  for (const request of await cache.keys()) {
+    const url = new URL(request.url);
+    url.searchParams.delete("sha256");
+    if (url.href === pteUrl && request.url !== key) await cache.delete(request);
+  }
+  // Response copies the bytes, so the buffer can still be transferred to the worker.
+  try {
+    await cache.put(key, new Response(buffer, { headers: { "Content-Type": "application/octet-stream" } }));
+  } catch (error) {
+    // No room (quota) or no Cache API storage: this visit still works, the next downloads again.
+    console.warn(`The model could not be cached: ${error.message}`);
+  }
+  return { buffer, fromCache: false };
+}
