@@ -73,7 +73,11 @@ def fuzz_strings(count: int, seed: int) -> list[str]:
     return ["".join(generator.choices(FUZZ_ALPHABET, k=generator.randint(1, 40))) for _ in range(count)]
 
 
-TEXTS = CORPUS + fuzz_strings(300, seed=0)
+# Words the Llama-3-style tokenizer has as tokens but no merges lead to (added after
+# training): only its whole-word lookup (ignore_merges) finds them.
+UNMERGEABLE_WORDS = ["plugh", "Ġxyzzy"]
+
+TEXTS = CORPUS + fuzz_strings(300, seed=0) + ["A xyzzy said plugh; plugh xyzzy!xyzzy"]
 
 # Llama 3's split pattern, as in its tokenizer.json.
 LLAMA3_SPLIT = (
@@ -171,6 +175,9 @@ def llama3_style_json() -> dict:
     )
     config = json.loads(tokenizer.to_str())
     assert config["model"]["ignore_merges"] and len(config["model"]["merges"]) > 1000
+    vocab = config["model"]["vocab"]
+    for word in UNMERGEABLE_WORDS:
+        vocab[word] = len(vocab)
     return config
 
 
@@ -197,6 +204,11 @@ def test_encode_matches_hf(pair, add_special_tokens):
     reference, ours = pair
     for text in TEXTS:
         assert ours.encode(text, add_special_tokens) == reference.encode(text, add_special_tokens=add_special_tokens).ids, text
+
+
+def test_whole_words_in_vocabulary_skip_merges(llama3):
+    _, ours, _ = llama3
+    assert ours.encode("plugh xyzzy", add_special_tokens=False) == [ours.token_to_id(word) for word in UNMERGEABLE_WORDS]
 
 
 def test_special_tokens_in_text_become_their_ids(smollm2, llama3):
@@ -313,8 +325,8 @@ def test_added_token_options_match_hf(llama3):
         ("<|both|>", {"lstrip": True, "rstrip": True}),
         ("word", {"single_word": True}),
         ("café", {"normalized": True}),
-        ("<|two words|>", {}),
-        ("<|two", {}),  # a prefix of the one above: the longest must win
+        ("<|two", {}),
+        ("<|two words|>", {}),  # the one above is a prefix of it: the longest must win
     ]
     for offset, (content, flags) in enumerate(options):
         variant["added_tokens"].append(
@@ -397,7 +409,7 @@ def test_stream_holds_back_split_characters(smollm2):
 
 
 def test_smollm2_vocabulary(smollm2):
-    reference, from_json, from_gguf, metadata = smollm2
+    reference, from_json, from_gguf, _ = smollm2
     for ours in (from_json, from_gguf):
         assert ours.vocab_size == reference.get_vocab_size() == 49152
         assert ours.token_to_id("<|im_start|>") == 1 and ours.id_to_token(2) == "<|im_end|>"
@@ -407,7 +419,6 @@ def test_smollm2_vocabulary(smollm2):
     assert (from_gguf.bos_id, from_gguf.eos_ids) == (1, [2])
     # tokenizer.json does not name them: the well-known end-of-text / end-of-turn tokens
     assert (from_json.bos_id, from_json.eos_ids) == (None, [0, 2])
-    assert Tokenizer.from_json(hf_from_metadata(metadata), bos_id=1, eos_ids=[2]).eos_ids == [2]
 
 
 def test_llama3_vocabulary(llama3, tmp_path):
@@ -419,6 +430,8 @@ def test_llama3_vocabulary(llama3, tmp_path):
         assert tokenizer.vocab_size == reference.get_vocab_size()
         assert tokenizer.bos_id == reference.token_to_id("<|begin_of_text|>")
         assert tokenizer.eos_ids == sorted(reference.token_to_id(name) for name in ("<|end_of_text|>", "<|eot_id|>"))
+    overridden = Tokenizer.from_file(path, bos_id=7, eos_ids=[8, 9])
+    assert (overridden.bos_id, overridden.eos_ids) == (7, [8, 9])
 
 
 @pytest.mark.parametrize(

@@ -43,16 +43,18 @@ struct Params {
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_CHUNK: u32 = 1024u;
-// Each thread sums the values of 4 consecutive dims over every SUBSETS-th key.
+const MAX_HEAD_DIM: u32 = 256u;
+// Derived from HEAD_DIM (the host sets neither): each thread sums the values of 4
+// consecutive dims (one of DIM_GROUPS) over every SUBSETS-th key.
 override DIM_GROUPS: u32 = (HEAD_DIM + 3u) / 4u;
 override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
 // The most negative finite f32: the max of no scores, which exp() maps to 0.
 const LOWEST: f32 = -3.40282347e38;
 
-var<workgroup> scaled_q: array<vec4<f32>, 64>;  // q * scale, zero past HEAD_DIM
+var<workgroup> scaled_q: array<vec4<f32>, MAX_HEAD_DIM / 4u>;  // q * scale, zero past HEAD_DIM
 var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
 var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
-var<workgroup> subset_sums: array<f32, 256>;    // [SUBSETS][DIM_GROUPS * 4]
+var<workgroup> subset_sums: array<f32, MAX_HEAD_DIM>;  // [SUBSETS][DIM_GROUPS * 4]
 
 // Offset of element 0 of key (or value) `key` for kv head `kv_head`, in the caches for
 // keys below cached_len, else in k / v.

@@ -38,7 +38,7 @@ def _byte_level_alphabet() -> str:
     Printable Latin-1 bytes stand for themselves; the others (controls, space, ...) are
     moved to U+0100 onwards, so that every token is a readable, whitespace-free string.
     """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
     chars = {}
     moved = 0
     for byte in range(256):
@@ -441,7 +441,9 @@ class Tokenizer:
     # Words (pre-tokens) whose merges are remembered; the cache is emptied when full.
     _CACHE_LIMIT = 100_000
 
-    def __init__(self, config: Mapping[str, Any], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None):
+    def __init__(
+        self, config: Mapping[str, Any], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None
+    ):
         """`config` is a parsed tokenizer.json; see `from_json` for bos_id / eos_ids."""
         model = config["model"]
         if model.get("type", "BPE") != "BPE":
@@ -467,7 +469,8 @@ class Tokenizer:
             _AddedToken(
                 id=entry["id"], content=entry["content"], special=entry.get("special", False),
                 single_word=entry.get("single_word", False), lstrip=entry.get("lstrip", False),
-                rstrip=entry.get("rstrip", False), normalized=entry.get("normalized", not entry.get("special", False)),
+                rstrip=entry.get("rstrip", False),
+                normalized=entry.get("normalized", not entry.get("special", False)),
             )
             for entry in config.get("added_tokens") or []
         ]
@@ -503,7 +506,13 @@ class Tokenizer:
     # -- construction --
 
     @classmethod
-    def from_json(cls, text_or_dict: Union[str, Mapping[str, Any]], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None) -> Tokenizer:
+    def from_json(
+        cls,
+        text_or_dict: Union[str, Mapping[str, Any]],
+        *,
+        bos_id: Optional[int] = None,
+        eos_ids: Optional[Iterable[int]] = None,
+    ) -> Tokenizer:
         """From a tokenizer.json document (text or already parsed).
 
         tokenizer.json does not name BOS/EOS: bos_id defaults to the token the
@@ -514,7 +523,9 @@ class Tokenizer:
         return cls(config, bos_id=bos_id, eos_ids=eos_ids)
 
     @classmethod
-    def from_file(cls, path: Union[str, Path], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None) -> Tokenizer:
+    def from_file(
+        cls, path: Union[str, Path], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None
+    ) -> Tokenizer:
         """From a tokenizer.json file; see `from_json`."""
         return cls.from_json(Path(path).read_text(encoding="utf-8"), bos_id=bos_id, eos_ids=eos_ids)
 
@@ -569,7 +580,7 @@ class Tokenizer:
             "model": {
                 "type": "BPE",
                 "vocab": {text: token_id for token_id, text in enumerate(tokens)},
-                "merges": list(merges),
+                "merges": merges,
                 # llama.cpp looks whole Llama-3 words up in the vocabulary before merging.
                 "ignore_merges": pre == "llama-bpe",
             },

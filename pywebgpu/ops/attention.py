@@ -134,8 +134,9 @@ class CausalAttention(OpHandler):
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params])
 
     def resize_attention(self, cached_len_after_input_pos: bool):
-        """Set the output size, parameters and grid. Keys below input_pos come from the
-        caches; with `cached_len_after_input_pos` so do this call's S rows (already written)."""
+        """Set the output size, the key split and the parameters. Keys below input_pos
+        come from the caches; with `cached_len_after_input_pos` so do this call's S rows
+        (already written there)."""
         seq_len = self.q.sizes[1]
         input_pos = self.int_arg(self.input_pos_arg)
         keys = input_pos + seq_len

