@@ -8,6 +8,7 @@ const ui = {
   app: document.querySelector(".app"),
   modelName: $("model-name"),
   loader: $("loader"),
+  loaderTitle: document.querySelector("#loader h2"),
   status: $("status"),
   progress: $("progress"),
   progressBar: document.querySelector("#progress .bar"),
@@ -64,6 +65,8 @@ function setStatus(text, state = "busy") {
   ui.status.textContent = text;
   ui.status.dataset.state = state;
   ui.loader.hidden = state === "ok";
+  ui.loader.dataset.state = state;
+  ui.loaderTitle.textContent = state === "error" ? "The chat cannot run" : "Getting the model ready";
 }
 
 function updateControls() {
@@ -317,7 +320,8 @@ async function start() {
     fail(error.message);
     return;
   }
-  const name = manifest.source?.name ?? manifest.pte.file.replace(/\.pte$/, "");
+  // "SmolLM2-135M-Instruct.Q4_1.gguf" → "SmolLM2-135M-Instruct"; else the .pte name.
+  const name = (manifest.source?.file ?? manifest.pte.file).split(".")[0];
   ui.modelName.textContent = `${name} · ${formatBytes(manifest.pte.bytes)} · 4-bit · WebGPU`;
 
   // Python starts in the worker while the page downloads: both take seconds.
