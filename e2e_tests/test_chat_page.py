@@ -19,7 +19,6 @@ from conftest import open_page
 
 from devtools.bundle import WEB
 
-MANIFEST = "models/smollm2-135m-instruct-4w.json"
 MAX_TOKENS = 16
 LOAD_TIMEOUT_MS = 300_000
 REPLY_TIMEOUT_MS = 300_000
@@ -28,11 +27,10 @@ READY_OR_ERROR = "document.body.dataset.ready === '1' || document.getElementById
 
 @pytest.fixture(scope="session")
 def bundled_model():
-    """The bundled model's manifest path, exported on first use."""
+    """The bundled model's manifest (web/models/….json), exported on first use."""
     from export_tools.bundled import ensure_bundled_model
 
-    ensure_bundled_model(WEB / "models")
-    return WEB / MANIFEST
+    return ensure_bundled_model(WEB / "models").with_suffix(".json")
 
 
 # --- the eager PyTorch reference -------------------------------------------------------------
@@ -154,8 +152,8 @@ def test_second_turn_prefills_only_what_is_new(chat_page):
     assert state == "done" and text.strip()
     conversation = int(numbers["promptTokens"])
     assert conversation > first_prompt
-    # The first turn's tokens are still in the KV cache: only the new turn is prefilled.
-    assert 0 < int(numbers["prefilledTokens"]) < conversation - first_prompt + 4
+    # The first turn is still in the KV cache: it is not prefilled again.
+    assert 0 < int(numbers["prefilledTokens"]) <= conversation - first_prompt
 
 
 def test_stop_halts_the_stream(chat_page):
@@ -180,10 +178,8 @@ def test_stop_halts_the_stream(chat_page):
     numbers = stats(chat_page)
     assert numbers["stopReason"] == "cancelled"
     assert 0 < int(numbers["decodeTokens"]) < 64
+    assert chat_page.is_visible("#send") and chat_page.is_hidden("#stop")
     chat_page.fill("#max-tokens", str(MAX_TOKENS))
-    # The session goes on after a stop.
-    text, state, _ = ask(chat_page, "Thanks!")
-    assert state == "done" and text.strip()
 
 
 def test_reload_uses_the_cached_model(chat_page):

@@ -216,6 +216,7 @@ function onWorkerMessage({ data }) {
       phase = "ready";
       document.body.dataset.ready = "1";
       setStatus(`Ready: loaded in ${data.loadSeconds.toFixed(1)} s on ${data.adapter}.`, "ok");
+      ui.stats.textContent = `Model ready on ${data.adapter} (loaded in ${data.loadSeconds.toFixed(1)} s)`;
       updateControls();
       ui.prompt.focus();
       return;
