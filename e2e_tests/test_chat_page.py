@@ -159,6 +159,7 @@ def test_second_turn_prefills_only_what_is_new(chat_page):
 def test_stop_halts_the_stream(chat_page):
     chat_page.click("#new-chat")
     assert chat_page.locator("#messages .message").count() == 0
+    chat_page.click("#settings-toggle")  # the settings panel
     chat_page.fill("#max-tokens", "64")
     chat_page.fill("#prompt", "Write a long story about a dragon who learns to paint.")
     chat_page.click("#send")
@@ -180,6 +181,7 @@ def test_stop_halts_the_stream(chat_page):
     assert 0 < int(numbers["decodeTokens"]) < 64
     assert chat_page.is_visible("#send") and chat_page.is_hidden("#stop")
     chat_page.fill("#max-tokens", str(MAX_TOKENS))
+    chat_page.click("#settings-toggle")
 
 
 def test_reload_uses_the_cached_model(chat_page):

@@ -77,7 +77,7 @@ function updateControls() {
   ui.send.disabled = !ready || !ui.prompt.value.trim();
   ui.send.hidden = streaming;
   ui.stop.hidden = !streaming;
-  ui.newChat.disabled = !(ready || streaming) || (!chatHasTurns && !streaming);
+  ui.newChat.disabled = !(ready || streaming);
   ui.empty.hidden = !(ready || streaming) || chatHasTurns;
   for (const button of document.querySelectorAll(".suggestion")) button.disabled = !ready;
   ui.app.dataset.phase = phase;

@@ -35,6 +35,7 @@ table and vector it touches before trusting it.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -272,7 +273,10 @@ class VkGraph:
 
     Every value id (in `chain` args, ValueListValue items, `input_ids`, `output_ids`)
     is a valid index into `values`. `input_ids` / `output_ids` follow the order of
-    the method's inputs / outputs. `shared_object_count` is one more than the largest
+    the delegate call's arguments, which the exporter lists in order of first use, NOT
+    the method's argument order: `method_input_ids[i]` is the graph value that the
+    method's input i feeds (None if the graph never reads it), and `method_output_ids[i]`
+    the graph value that becomes the method's output i. `shared_object_count` is one more than the largest
     `mem_obj_id` (0 if no tensor shares memory). `compile_specs` are the delegate's
     compile options (e.g. b"force_fp16" -> b"\\x00"). `storage_type_override` /
     `memory_layout_override` are graph-wide layout hints like those of TensorValue.
@@ -287,6 +291,8 @@ class VkGraph:
     compile_specs: dict[str, bytes]
     storage_type_override: int
     memory_layout_override: int
+    method_input_ids: tuple[int | None, ...] = ()
+    method_output_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -618,7 +624,9 @@ class _Method:
     # The delegate and argument count of the method's only instruction when that is a
     # delegate call; otherwise a description of the instructions, for error messages.
     delegate: _Delegate | None
-    delegate_arg_count: int
+    delegate_args: tuple[int, ...]  # the delegate call's method-value ids: inputs, then outputs
+    input_value_ids: tuple[int, ...]  # the method's inputs and outputs, as method-value ids
+    output_value_ids: tuple[int, ...]
     instructions_summary: str
 
 
@@ -677,13 +685,23 @@ class Program:
             )
         graph = _read_vk_graph(self.source, delegate, self._named_data, f"method {method!r}")
         io_count = len(graph.input_ids) + len(graph.output_ids)
-        if io_count != decoded.delegate_arg_count:
+        if io_count != len(decoded.delegate_args):
             raise PteError(
-                f"method {method!r}: the delegate call passes {decoded.delegate_arg_count} "
+                f"method {method!r}: the delegate call passes {len(decoded.delegate_args)} "
                 f"values but the Vulkan graph has {len(graph.input_ids)} inputs and "
                 f"{len(graph.output_ids)} outputs"
             )
-        return graph
+        call_inputs = decoded.delegate_args[: len(graph.input_ids)]
+        call_outputs = decoded.delegate_args[len(graph.input_ids) :]
+        method_inputs = tuple(
+            graph.input_ids[call_inputs.index(v)] if v in call_inputs else None for v in decoded.input_value_ids
+        )
+        method_outputs = []
+        for position, value in enumerate(decoded.output_value_ids):
+            if value not in call_outputs:
+                raise PteError(f"method {method!r}: output {position} is not produced by the Vulkan graph")
+            method_outputs.append(graph.output_ids[call_outputs.index(value)])
+        return dataclasses.replace(graph, method_input_ids=method_inputs, method_output_ids=tuple(method_outputs))
 
 
 def load_program(data) -> Program:
@@ -839,7 +857,7 @@ def _read_method(fb: _Flatbuffer, program, plan_index: int, blobs: _DelegateBlob
     if not input_ids and not instructions and len(output_ids) == 1:
         constant_value = scalars[output_ids[0]]
 
-    delegate, delegate_arg_count = None, 0
+    delegate, arg_ids = None, ()
     if len(instructions) == 1 and instructions[0].kind == "DelegateCall":
         (instruction,) = instructions
         what = instruction.what
@@ -852,10 +870,9 @@ def _read_method(fb: _Flatbuffer, program, plan_index: int, blobs: _DelegateBlob
             )
         delegate = delegates[delegate_index]
         arg_ids = fb.value_ids(call.ArgsLength, call.Args, f"{what} args", value_count)
-        delegate_arg_count = len(arg_ids)
     kinds = ", ".join(instruction.kind for instruction in instructions)
     summary = f"{len(instructions)} instructions ({kinds})" if instructions else "no instructions"
-    return _Method(info, constant_value, delegate, delegate_arg_count, summary)
+    return _Method(info, constant_value, delegate, tuple(arg_ids), tuple(input_ids), tuple(output_ids), summary)
 
 
 @dataclass(frozen=True)

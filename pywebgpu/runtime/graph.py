@@ -41,8 +41,10 @@ class GraphRuntime:
         self.device = device
         self._data = data  # the .pte bytes, or a JS ArrayBuffer: constants upload from it
         self.values = [self._runtime_value(i, v) for i, v in enumerate(graph.values)]
-        self.inputs = [self._io_tensor(i, "input") for i in graph.input_ids]
-        self.outputs = [self._io_tensor(i, "output") for i in graph.output_ids]
+        # In the method's argument order (the graph's own lists follow first use). An
+        # input the graph never reads is None: its data is checked, then dropped.
+        self.inputs = [None if i is None else self._io_tensor(i, "input") for i in graph.method_input_ids]
+        self.outputs = [self._io_tensor(i, "output") for i in graph.method_output_ids]
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
@@ -140,6 +142,8 @@ class GraphRuntime:
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
         for position, (tensor, host) in enumerate(zip(self.inputs, inputs)):
+            if tensor is None:
+                continue
             shape = tuple(host.shape)
             if len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes)):
                 raise GPUError(

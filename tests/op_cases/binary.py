@@ -24,6 +24,15 @@ class WithConstant(torch.nn.Module):
         return a * 2.5 + 1.0
 
 
+class ArgumentsUsedOutOfOrder(torch.nn.Module):
+    """The graph lists inputs in order of first use (b before a here); the runtime must
+    still take them in the method's argument order."""
+
+    def forward(self, a, b):
+        doubled = b * 2.0
+        return doubled + a[0], a - 1.0
+
+
 def r(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -45,6 +54,7 @@ CASES = [
     OpCase("div-same", Binary("div"), (r(19, 23), positive(19, 23))),
     OpCase("div-bcast", Binary("div"), (r(4, 29), positive(29))),
     OpCase("scalar-constants", WithConstant(), (r(6, 5),)),
+    OpCase("args-used-out-of-order", ArgumentsUsedOutOfOrder(), (r(3, 7), r(7, seed=1))),
     OpCase(
         "add-dynamic-seq",
         Binary("add"),
