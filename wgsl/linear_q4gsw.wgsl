@@ -46,14 +46,19 @@ fn with_bias(value: f32, n: u32) -> f32 {
   return value;
 }
 
-// --- gemv: one workgroup computes GEMV_ROWS outputs of one row of x ---------------------
-// Threads stride over the K/8 words of the weight rows (consecutive threads read
-// consecutive words), each x word is loaded once for all GEMV_ROWS rows, then the partial
-// sums are reduced across the workgroup. Grid: (x, y) flatten the row blocks, z = m.
-const GEMV_THREADS: u32 = 64u;
-const GEMV_ROWS: u32 = 4u;  // must match linear.py
+// --- gemv: one workgroup computes 4 outputs (one per vec4 lane) of one row of x ----------
+// Threads stride over the K/8 words of the 4 weight rows (consecutive threads read
+// consecutive words), each x word is loaded once for the 4 rows, then the partial sums are
+// reduced across the workgroup. Grid: (x, y) flatten the blocks of 4 outputs, z = m.
+// Accumulators are vec4 lanes, never arrays indexed in a loop: those end up in slow
+// per-thread memory on some drivers.
+const GEMV_THREADS: u32 = 256u;
 
 var<workgroup> partial: array<vec4<f32>, GEMV_THREADS>;
+
+fn dot_q4(word: u32, x_even: vec4<f32>, x_odd: vec4<f32>) -> f32 {
+  return dot(q4_even(word), x_even) + dot(q4_odd(word), x_odd);
+}
 
 @compute @workgroup_size(GEMV_THREADS)
 fn gemv(
@@ -61,18 +66,16 @@ fn gemv(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let first_n = (wg.x + wg.y * groups.x) * GEMV_ROWS;
+  let first_n = (wg.x + wg.y * groups.x) * 4u;
   if (first_n >= p.n) {
     return;  // a grid-rounding workgroup; uniform, so no barrier is skipped by half a group
   }
   let m = wg.z;
   let x_row = m * (p.k / 4u);
   let words = p.k / 8u;
-  // Rows past N (the last block) reread row N-1 and are never stored.
-  var rows: array<u32, GEMV_ROWS>;
-  for (var r = 0u; r < GEMV_ROWS; r++) {
-    rows[r] = min(first_n + r, p.n - 1u);
-  }
+  // Rows past N (in the last block) reread row N-1 and are never stored.
+  let rows = min(vec4<u32>(first_n) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
+  let row_words = rows * p.weight_row_words;
   var acc = vec4<f32>(0.0);
   for (var w = lid; w < words; w += GEMV_THREADS) {
     let xa = x[x_row + 2u * w];
@@ -80,10 +83,16 @@ fn gemv(
     let x_even = vec4<f32>(xa.x, xa.z, xb.x, xb.z);
     let x_odd = vec4<f32>(xa.y, xa.w, xb.y, xb.w);
     let scale_row = (w * 8u) / p.group_size * p.scale_stride;
-    for (var r = 0u; r < GEMV_ROWS; r++) {
-      let word = weights[rows[r] * p.weight_row_words + w];
-      acc[r] += scales[scale_row + rows[r]] * (dot(q4_even(word), x_even) + dot(q4_odd(word), x_odd));
-    }
+    let row_scales = vec4<f32>(
+      scales[scale_row + rows.x], scales[scale_row + rows.y], scales[scale_row + rows.z], scales[scale_row + rows.w]
+    );
+    let dots = vec4<f32>(
+      dot_q4(weights[row_words.x + w], x_even, x_odd),
+      dot_q4(weights[row_words.y + w], x_even, x_odd),
+      dot_q4(weights[row_words.z + w], x_even, x_odd),
+      dot_q4(weights[row_words.w + w], x_even, x_odd),
+    );
+    acc += row_scales * dots;
   }
   partial[lid] = acc;
   workgroupBarrier();
@@ -93,7 +102,7 @@ fn gemv(
     }
     workgroupBarrier();
   }
-  if (lid < GEMV_ROWS && first_n + lid < p.n) {
+  if (lid < 4u && first_n + lid < p.n) {
     let n = first_n + lid;
     out[m * p.n + n] = with_bias(partial[0][lid], n);
   }
@@ -117,7 +126,10 @@ fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
   let tx = lid % 16u;  // column block: n0 + 4 tx ..
   let ty = lid / 16u;  // row block: m0 + 4 ty ..
   let k_vecs = p.k / 4u;
-  var acc: array<vec4<f32>, 4>;
+  var acc0 = vec4<f32>(0.0);  // row m0 + 4 ty, columns n0 + 4 tx ..
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
   for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
     // x: TILE rows x TILE_K/4 vec4s, two per thread; zeros past M or K.
     for (var i = 0u; i < 2u; i++) {
@@ -156,20 +168,27 @@ fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     for (var kk = 0u; kk < TILE_K; kk++) {
       let a = x_tile[kk * TILE_VEC + ty];
       let b = w_tile[kk * TILE_VEC + tx];
-      acc[0] += a.x * b;
-      acc[1] += a.y * b;
-      acc[2] += a.z * b;
-      acc[3] += a.w * b;
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
     }
     workgroupBarrier();
   }
-  for (var i = 0u; i < 4u; i++) {
-    let m = m0 + 4u * ty + i;
-    for (var j = 0u; j < 4u; j++) {
-      let n = n0 + 4u * tx + j;
-      if (m < p.m && n < p.n) {
-        out[m * p.n + n] = with_bias(acc[i][j], n);
-      }
+  store_row(m0 + 4u * ty, n0 + 4u * tx, acc0);
+  store_row(m0 + 4u * ty + 1u, n0 + 4u * tx, acc1);
+  store_row(m0 + 4u * ty + 2u, n0 + 4u * tx, acc2);
+  store_row(m0 + 4u * ty + 3u, n0 + 4u * tx, acc3);
+}
+
+fn store_row(m: u32, first_n: u32, values: vec4<f32>) {
+  if (m >= p.m) {
+    return;
+  }
+  for (var j = 0u; j < 4u; j++) {
+    let n = first_n + j;
+    if (n < p.n) {
+      out[m * p.n + n] = with_bias(values[j], n);
     }
   }
 }

@@ -23,7 +23,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_ROWS = 4  # outputs per gemv workgroup (linear_q4gsw.wgsl)
+GEMV_ROWS = 4  # outputs per gemv workgroup, one per vec4 lane (linear_q4gsw.wgsl)
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
