@@ -60,6 +60,7 @@ let nextTurnId = 1;
 let chatHasTurns = false;
 let sessionSystemPrompt = "";
 let resetWhenIdle = false;
+let modelName = "the model";
 
 function setStatus(text, state = "busy") {
   ui.status.textContent = text;
@@ -73,7 +74,7 @@ function updateControls() {
   const ready = phase === "ready";
   const streaming = phase === "streaming";
   ui.prompt.disabled = !(ready || streaming);
-  ui.prompt.placeholder = phase === "failed" ? "The model is not available" : phase === "loading" ? "Loading the model…" : "Message SmolLM2…";
+  ui.prompt.placeholder = phase === "failed" ? "The model is not available" : phase === "loading" ? "Loading the model…" : `Message ${modelName}…`;
   ui.send.disabled = !ready || !ui.prompt.value.trim();
   ui.send.hidden = streaming;
   ui.stop.hidden = !streaming;
@@ -130,7 +131,7 @@ function showStats(stats, element) {
   if (stats.decode_tokens_per_s != null) parts.push(`${stats.decode_tokens_per_s.toFixed(1)} tokens/s`);
   parts.push(`${stats.decode_tokens} tokens`);
   parts.push(`prompt ${stats.prompt_tokens} tokens (${stats.prefilled_tokens} new)`);
-  const reasons = { eos: "", max_tokens: "reply length limit", cancelled: "stopped", context_full: "context full", stop_string: "" };
+  const reasons = { eos: "", max_tokens: "reply length limit", cancelled: "stopped", context_full: "the conversation fills the model's context: start a new chat", stop_string: "" };
   if (reasons[stats.stop_reason]) parts.push(reasons[stats.stop_reason]);
   ui.stats.textContent = parts.join(" · ");
   // Stable hooks for tests and tools.
@@ -322,8 +323,9 @@ async function start() {
     return;
   }
   // "SmolLM2-135M-Instruct.Q4_1.gguf" → "SmolLM2-135M-Instruct"; else the .pte name.
-  const name = (manifest.source?.file ?? manifest.pte.file).split(".")[0];
-  ui.modelName.textContent = `${name} · ${formatBytes(manifest.pte.bytes)} · 4-bit · WebGPU`;
+  modelName = (manifest.source?.file ?? manifest.pte.file).split(".")[0];
+  const bits = manifest.quantization?.mode === "fp32" ? "fp32" : "4-bit";
+  ui.modelName.textContent = `${modelName} · ${formatBytes(manifest.pte.bytes)} · ${bits} · WebGPU`;
 
   // Python starts in the worker while the page downloads: both take seconds.
   worker = new Worker(new URL("./chat-worker.mjs", import.meta.url), { type: "module" });
@@ -384,5 +386,7 @@ ui.systemPrompt.addEventListener("input", () => {
   ui.systemPromptNote.hidden = !chatHasTurns || ui.systemPrompt.value === sessionSystemPrompt;
 });
 ui.systemPromptNote.hidden = true;
+// The browser may restore the slider's value on reload; its label must follow.
+ui.temperatureValue.textContent = Number(ui.temperature.value).toFixed(1);
 
 start();
