@@ -7,6 +7,7 @@ cd "$ROOT"
 
 PYODIDE_VERSION=314.0.7
 PYSCRIPT_VERSION=0.7.31
+WLLAMA_VERSION=3.8.1  # the speed peer of scripts/bench.sh (llama.cpp in wasm, WebGPU + CPU)
 MICROPIP_VERSION=0.11.1
 FLATBUFFERS_VERSION=25.12.19
 VENDOR="$ROOT/web/vendor"
@@ -28,13 +29,14 @@ fi
 # 2. Python venv with the pinned toolchain. torch first, alone: pip takes the 2.13.0 CPU
 #    build from local disk, and executorch then finds its torch requirement satisfied.
 PYTHON="${PYTHON:-python3}"
-stamp_want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+stamp_want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d" " -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$stamp_want" ]; then
   log "creating the Python venv (.venv)"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q torch==2.13.0
-  .venv/bin/pip install -q -e ".[native,export,test]" build
+  # build + hatchling: the wheel is built with --no-isolation (offline-friendly, fast).
+  .venv/bin/pip install -q -e ".[native,export,test]" build "hatchling>=1.25"
   echo "$stamp_want" > .venv/.installed
 fi
 
@@ -61,6 +63,11 @@ if [ ! -f "$VENDOR/pyscript/.version" ] || [ "$(cat "$VENDOR/pyscript/.version")
   log "fetching @pyscript/core@$PYSCRIPT_VERSION from npm"
   npm_unpack "@pyscript/core@$PYSCRIPT_VERSION" dist "$VENDOR/pyscript"
   echo "$PYSCRIPT_VERSION" > "$VENDOR/pyscript/.version"
+fi
+if [ ! -f "$VENDOR/wllama/.version" ] || [ "$(cat "$VENDOR/wllama/.version")" != "$WLLAMA_VERSION" ]; then
+  log "fetching @wllama/wllama@$WLLAMA_VERSION from npm"
+  npm_unpack "@wllama/wllama@$WLLAMA_VERSION" esm "$VENDOR/wllama"
+  echo "$WLLAMA_VERSION" > "$VENDOR/wllama/.version"
 fi
 mkdir -p "$VENDOR/wheels"
 for req in "micropip==$MICROPIP_VERSION" "flatbuffers==$FLATBUFFERS_VERSION"; do

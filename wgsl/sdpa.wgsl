@@ -49,7 +49,7 @@ const MAX_HEAD_DIM: u32 = 256u;
 override DIM_GROUPS: u32 = (HEAD_DIM + 3u) / 4u;
 override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
 // The most negative finite f32: the max of no scores, which exp() maps to 0.
-const LOWEST: f32 = -3.40282347e38;
+const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
 var<workgroup> scaled_q: array<vec4<f32>, MAX_HEAD_DIM / 4u>;  // q * scale, zero past HEAD_DIM
 var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)

@@ -22,7 +22,7 @@ struct Params {
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_SPLITS: u32 = 256u;
-const LOWEST: f32 = -3.40282347e38;
+const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
 var<workgroup> rescale: array<f32, MAX_SPLITS>;  // exp(m_i - m) / denominator
 var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;

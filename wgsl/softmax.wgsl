@@ -19,7 +19,7 @@ struct Params {
 const WORKGROUP_SIZE: u32 = 256u;
 // The most negative finite f32: a start for running maxima that exp() maps to 0 without
 // the inf - inf = NaN an actual -inf would give.
-const LOWEST: f32 = -3.40282347e38;
+const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
 var<workgroup> row_max: array<f32, WORKGROUP_SIZE>;
 var<workgroup> row_sum: array<f32, WORKGROUP_SIZE>;
