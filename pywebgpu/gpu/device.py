@@ -83,6 +83,7 @@ class Buffer:
     size: int
     usage: int
     label: str
+    destroyed: bool = False
 
 
 @dataclass(eq=False)
@@ -129,6 +130,9 @@ class Device:
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lost_reason: str | None = None
         self._pending_errors: list[str] = []
+        # Bytes of the buffers made through create_buffer and not destroyed: what this
+        # device holds in GPU memory for its user (readback staging is transient).
+        self.allocated_bytes = 0
 
     # --- buffers -------------------------------------------------------------------
     def create_buffer(self, size: int, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
@@ -148,7 +152,9 @@ class Device:
                 f"storage buffer {label!r} needs {size} bytes, above this adapter's "
                 f"maxStorageBufferBindingSize {max_binding}"
             )
-        return Buffer(self._raw_create_buffer(size, usage, label), size, usage, label)
+        buffer = Buffer(self._raw_create_buffer(size, usage, label), size, usage, label)
+        self.allocated_bytes += size
+        return buffer
 
     def create_buffer_with_data(self, data, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
         view = _as_bytes_view(data)
@@ -199,7 +205,12 @@ class Device:
         return data
 
     def destroy_buffer(self, buffer: Buffer):
+        """Free the buffer's GPU memory now; destroying it again does nothing."""
+        if buffer.destroyed:
+            return
         self._raw_destroy_buffer(buffer)
+        buffer.destroyed = True
+        self.allocated_bytes -= buffer.size
 
     # --- pipelines and bind groups -------------------------------------------------
     async def compute_pipeline(self, wgsl: str, label: str, entry_point: str = "main", constants: dict | None = None) -> Pipeline:
