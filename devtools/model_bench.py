@@ -1,0 +1,196 @@
+"""pywebgpu's side of the speed benchmark (devtools/bench.py): one LanguageModel, timed.
+
+Pure Python over pywebgpu and the standard library, so the very same code runs natively
+(CPython, wgpu-native) and in the browser (Pyodide in web/bench.html's worker, which
+receives this file's source from devtools/bench.py).
+
+Every figure comes from the public model API (`LanguageModel.next_token_candidates`,
+greedy, top-k read back from the GPU) with two pieces of instrumentation on the device:
+`submit` is wrapped to note when the program's work has been handed to the GPU (host time
+= step start → submit returned: Python recording, parameter writes, submit), and for one
+untimed step `record` hands out recorders that count dispatches.
+"""
+
+from __future__ import annotations
+
+import time
+from statistics import median
+
+from pywebgpu.runtime import HostTensor
+
+
+def _now() -> float:
+    return time.perf_counter()
+
+
+class _SubmitClock:
+    """Wraps `device.submit`: the time the last submit returned."""
+
+    def __init__(self, device):
+        self.returned_at = None
+        submit = device.submit
+
+        def timed_submit(recorder):
+            submit(recorder)
+            self.returned_at = _now()
+
+        device.submit = timed_submit
+
+
+class _DispatchCounter:
+    """While installed, recorders from `device.record` count their dispatches."""
+
+    def __init__(self, device):
+        self.device = device
+        self.count = 0
+
+    def __enter__(self):
+        record = self.device.record
+
+        def counting_record():
+            recorder = record()
+            dispatch = recorder.dispatch
+
+            def counted(*args, **kwargs):
+                self.count += 1
+                return dispatch(*args, **kwargs)
+
+            recorder.dispatch = counted
+            return recorder
+
+        self.device.record = counting_record
+        return self
+
+    def __exit__(self, *exc):
+        del self.device.record  # back to the class's method
+
+
+async def _step(model, tokens, position, clock):
+    """Feed `tokens` at `position`; (greedy next token, wall seconds, host seconds)."""
+    started = _now()
+    candidates = await model.next_token_candidates(tokens, position, k=1)
+    finished = _now()
+    return candidates[0][1], finished - started, clock.returned_at - started
+
+
+async def _decode(model, first_token, position, count, clock):
+    """`count` greedy decode steps from `position`: (tokens, step wall s, step host s)."""
+    tokens, walls, hosts = [], [], []
+    token = first_token
+    for offset in range(count):
+        token, wall, host = await _step(model, [token], position + offset, clock)
+        tokens.append(token)
+        walls.append(wall)
+        hosts.append(host)
+    return tokens, walls, hosts
+
+
+async def profile_ops(model, tokens, position) -> dict:
+    """GPU time by op name for one program call: each op recorded and submitted on its
+    own, then waited for. The waits add a constant per op and the GPU gets no overlap,
+    so only the shares matter: which kernels the time goes to."""
+    graph, device = model.graph, model.graph.device
+    graph.set_inputs([HostTensor((1, len(tokens)), tokens, "int64"), HostTensor((1,), [position], "int64")])
+    graph.propagate_resize()
+    await device.synchronize()
+    by_name = {}
+    for op in graph.ops:
+        with _DispatchCounter(device) as counter:
+            recorder = device.record()
+            op.record(recorder)
+        if not counter.count:
+            continue
+        started = _now()
+        device.submit(recorder)
+        await device.synchronize()
+        entry = by_name.setdefault(op.name, {"ops": 0, "dispatches": 0, "seconds": 0.0})
+        entry["ops"] += 1
+        entry["dispatches"] += counter.count
+        entry["seconds"] += _now() - started
+    return dict(sorted(by_name.items(), key=lambda item: -item[1]["seconds"]))
+
+
+async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print) -> dict:
+    """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
+    first token) and `decode_tokens` greedy steps after a prompt of each
+    `decode_contexts` length (tok/s, host ms per token); medians over `reps`."""
+    device = model.graph.device
+    clock = _SubmitClock(device)
+    needed = max(max(prefill_lengths), max(decode_contexts))
+    if len(prompt_tokens) < needed:
+        raise ValueError(f"the prompt has {len(prompt_tokens)} tokens, the benchmark needs {needed}")
+
+    # Warm-up (first-run costs: lazily built top-k reducer, driver caches), and the
+    # dispatch counts of a decode step and of a prefill call, untimed.
+    with _DispatchCounter(device) as counter:
+        first, _, _ = await _step(model, prompt_tokens[:8], 0, clock)
+    prefill_dispatches = counter.count
+    with _DispatchCounter(device) as counter:
+        await _step(model, [first], 8, clock)
+    decode_dispatches = counter.count
+
+    result = {
+        "adapter": device.adapter.description,
+        "backend": device.adapter.backend,
+        "is_fallback_adapter": device.adapter.is_fallback,
+        "features": sorted(device.features),
+        "gpu_memory_bytes": device.allocated_bytes,
+        "dispatches_per_decode_token": decode_dispatches,
+        "dispatches_per_prefill_call": prefill_dispatches,
+        "prefill": {},
+        "decode": {},
+    }
+    for length in prefill_lengths:
+        walls = []
+        for rep in range(reps):
+            _, wall, _ = await _step(model, prompt_tokens[:length], 0, clock)
+            walls.append(wall)
+            log(f"pywebgpu prefill {length}: {wall:.2f} s (rep {rep + 1}/{reps})")
+        result["prefill"][str(length)] = {
+            "tokens": length,
+            "tokens_per_s": length / median(walls),
+            "time_to_first_token_s": median(walls),
+            "runs_s": walls,
+        }
+    for context in decode_contexts:
+        # The prompt is prefilled once; every rep decodes from the same cache state
+        # (greedy: the same tokens each time), overwriting the positions after it.
+        first, _, _ = await _step(model, prompt_tokens[:context], 0, clock)
+        speeds, host_ms, generated = [], [], None
+        for rep in range(reps):
+            generated, walls, hosts = await _decode(model, first, context, decode_tokens, clock)
+            speeds.append(len(walls) / sum(walls))
+            host_ms.append(1000 * median(hosts))
+            log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
+        result["decode"][str(context)] = {
+            "context": context,
+            "tokens": decode_tokens,
+            "tokens_per_s": median(speeds),
+            "host_ms_per_token": median(host_ms),
+            "runs_tokens_per_s": speeds,
+            "greedy_continuation": [first] + generated,
+        }
+    result["gpu_memory_bytes"] = device.allocated_bytes
+    result["decode_profile"] = await profile_ops(model, [first], max(decode_contexts))
+    return result
+
+
+async def load_and_measure(manifest_location, config: dict, pte_data=None, log=print) -> dict:
+    """Load the model (timed), then `measure` it with `config`'s settings."""
+    from pywebgpu.llm import LanguageModel
+
+    started = _now()
+    model = await LanguageModel.load(manifest_location, pte_data=pte_data)
+    load_s = _now() - started
+    log(f"pywebgpu: model loaded in {load_s:.1f} s on {model.graph.device.adapter.description}")
+    result = await measure(
+        model,
+        config["prompt_tokens"],
+        config["prefill_lengths"],
+        config["decode_contexts"],
+        config["decode_tokens"],
+        config["reps"],
+        log,
+    )
+    result["load_s"] = load_s
+    return result

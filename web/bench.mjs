@@ -1,0 +1,190 @@
+// The speed benchmark's page, driven by devtools/bench.py through window.runBench(config).
+// One after the other in this one browser, so that they never share the CPU:
+//   1. pywebgpu: Pyodide in a module Web Worker (worker.mjs, as the chat demo runs it),
+//      running devtools/model_bench.py (its source comes in config.pythonSource);
+//   2. wllama (llama.cpp in wasm) on the same model's GGUF, once per config.wllamaModes
+//      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend).
+// pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
+// tokenizer turns into the same number of tokens (checked: it reports prompt_n).
+import { Wllama } from "./vendor/wllama/index.js";
+
+const logElement = document.getElementById("log");
+
+function log(text) {
+  logElement.textContent += text + "\n";
+  console.log(text); // the driver echoes the page's console
+}
+
+async function describeAdapter() {
+  const adapter = await navigator.gpu?.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) return null;
+  const { vendor, architecture, device, description } = adapter.info;
+  return {
+    vendor,
+    architecture,
+    device,
+    description,
+    isFallbackAdapter: Boolean(adapter.info.isFallbackAdapter),
+    features: [...adapter.features].sort(),
+  };
+}
+
+// --- pywebgpu ------------------------------------------------------------------------
+
+function startPythonWorker() {
+  const worker = new Worker(new URL("worker.mjs", import.meta.url), { type: "module" });
+  const pending = new Map();
+  let nextId = 0;
+  let bootError = null;
+  worker.onmessage = ({ data }) => {
+    if (data.type === "status") return log(data.text);
+    if (data.type === "boot-error") {
+      bootError = new Error(`Python failed to start: ${data.error}`);
+      for (const { reject } of pending.values()) reject(bootError);
+      return pending.clear();
+    }
+    const call = pending.get(data.id);
+    pending.delete(data.id);
+    if (data.error !== undefined) call.reject(new Error(data.error));
+    else call.resolve(data.result);
+  };
+  const run = (code) =>
+    bootError
+      ? Promise.reject(bootError)
+      : new Promise((resolve, reject) => {
+          pending.set(++nextId, { resolve, reject });
+          worker.postMessage({ id: nextId, code });
+        });
+  return { run, terminate: () => worker.terminate() };
+}
+
+async function benchPywebgpu(config) {
+  const python = startPythonWorker();
+  try {
+    // Strings go over as JSON, which Python reads back with json.loads.
+    const args = JSON.stringify(JSON.stringify({ manifest: config.manifestUrl, measure: config.measure }));
+    const result = await python.run(`
+import json, sys, types
+import js
+from pyodide.ffi import to_js
+
+model_bench = types.ModuleType("model_bench")
+exec(compile(${JSON.stringify(config.pythonSource)}, "model_bench.py", "exec"), model_bench.__dict__)
+sys.modules["model_bench"] = model_bench
+
+def _status(text):
+    js.postMessage(to_js({"type": "status", "text": text}, dict_converter=js.Object.fromEntries))
+
+_args = json.loads(${args})
+json.dumps(await model_bench.load_and_measure(_args["manifest"], _args["measure"], log=_status))
+`);
+    return JSON.parse(result);
+  } finally {
+    python.terminate(); // frees its GPU buffers and wasm heap before the peer runs
+  }
+}
+
+// --- wllama ----------------------------------------------------------------------------
+
+// llama.cpp's own log lines, kept for the report (which backend ran the layers).
+function collectingLogger(lines) {
+  const keep = (...args) => lines.push(args.map(String).join(" "));
+  return { debug: keep, log: keep, warn: keep, error: keep };
+}
+
+async function completion(wllama, prompt, maxTokens, cachePrompt) {
+  const response = await wllama.createCompletion({
+    prompt,
+    max_tokens: maxTokens,
+    temperature: 0,
+    top_k: 1,
+    ignore_eos: true,
+    cache_prompt: cachePrompt,
+  });
+  return { timings: response.timings, text: response.choices[0].text };
+}
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+async function benchWllama(config, mode, model) {
+  const { prefill_lengths, decode_contexts, decode_tokens, reps } = config.measure;
+  const prompts = config.promptTexts;
+  const lines = [];
+  const wllama = new Wllama(
+    { default: new URL("vendor/wllama/wasm/wllama.wasm", import.meta.url).href },
+    { logger: collectingLogger(lines) },
+  );
+  const nGpuLayers = mode === "cpu" ? 0 : 999;
+  const started = performance.now();
+  await wllama.loadModel([model], { n_ctx: config.nCtx, n_threads: config.threads, n_gpu_layers: nGpuLayers });
+  const result = {
+    mode,
+    n_gpu_layers: nGpuLayers,
+    load_s: (performance.now() - started) / 1000,
+    threads: wllama.getNumThreads(),
+    multithread: wllama.isMultithread(),
+    version: Wllama.getLibllamaVersion(),
+    prefill: {},
+    decode: {},
+  };
+  log(`wllama ${mode}: loaded in ${result.load_s.toFixed(1)} s, ${result.threads} thread(s)`);
+  for (const length of prefill_lengths) {
+    const runs = [];
+    for (let rep = 0; rep < reps; rep++) {
+      // One token out: its timings are those of the prompt alone.
+      const { timings } = await completion(wllama, prompts[length], 1, false);
+      runs.push(timings);
+      log(`wllama ${mode} prefill ${length}: ${timings.prompt_per_second.toFixed(2)} tok/s (rep ${rep + 1}/${reps})`);
+    }
+    result.prefill[length] = {
+      tokens: runs[0].prompt_n,
+      tokens_per_s: median(runs.map((t) => t.prompt_per_second)),
+      time_to_first_token_s: median(runs.map((t) => t.prompt_ms)) / 1000,
+      runs_tokens_per_s: runs.map((t) => t.prompt_per_second),
+    };
+  }
+  for (const context of decode_contexts) {
+    const runs = [];
+    let text = "";
+    for (let rep = 0; rep < reps; rep++) {
+      // The first token comes from the prompt's logits; decode_tokens more are decoded.
+      // The prompt is kept in the cache: only the first rep prefills it.
+      const reply = await completion(wllama, prompts[context], decode_tokens + 1, true);
+      runs.push(reply.timings);
+      text = reply.text;
+      log(`wllama ${mode} decode @${context}: ${reply.timings.predicted_per_second.toFixed(2)} tok/s (rep ${rep + 1}/${reps})`);
+    }
+    result.decode[context] = {
+      context: runs[0].prompt_n + runs[0].cache_n,
+      tokens: runs[0].predicted_n,
+      tokens_per_s: median(runs.map((t) => t.predicted_per_second)),
+      runs_tokens_per_s: runs.map((t) => t.predicted_per_second),
+      greedy_text: text,
+    };
+  }
+  await wllama.exit();
+  result.log = lines;
+  return result;
+}
+
+// --- the run ---------------------------------------------------------------------------
+
+window.runBench = async (config) => {
+  const result = { adapter: await describeAdapter(), userAgent: navigator.userAgent, crossOriginIsolated, wllama: {} };
+  if (config.pywebgpu) {
+    log("pywebgpu: starting Python in a worker");
+    result.pywebgpu = await benchPywebgpu(config);
+  }
+  if (config.wllamaModes.length) {
+    const response = await fetch(config.ggufUrl);
+    if (!response.ok) throw new Error(`${config.ggufUrl}: HTTP ${response.status}`);
+    const model = await response.blob();
+    for (const mode of config.wllamaModes) result.wllama[mode] = await benchWllama(config, mode, model);
+  }
+  return result;
+};
+document.body.dataset.ready = "1";
