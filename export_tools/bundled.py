@@ -14,7 +14,7 @@ when the manifest says they were exported with these options and its sha256 matc
     python -m export_tools gguf SmolLM2-135M-Instruct.Q4_1.gguf --qmode 4w --group-size 32 \\
         --embedding-4bit --max-seq-len 512 --max-context-len 2048 -o OUT/smollm2-135m-instruct-4w.pte
 
-Command line (what scripts/build_model.sh runs):
+Command line:
     python -m export_tools.bundled [OUT_DIR]   # default web/models; builds, then checks
                                                 # a greedy decode on wgpu-native
 """
@@ -51,6 +51,10 @@ EXPORT_OPTIONS: dict[str, Any] = {
     "embedding_4bit": True,
     "hqq_scales": True,
 }
+
+# The eager module of an export made in this process: build_bundled_eager hands it out
+# instead of quantizing again (HQQ takes minutes on a small CPU).
+_exported_eager = None
 
 SMOKE_PROMPT = "The capital of France is"
 SMOKE_TOKENS = 8
@@ -146,13 +150,16 @@ def ensure_bundled_model(out_dir=DEFAULT_OUT_DIR, *, install: bool = False, prog
     from .exporter import export_llama
     from .sources import GGUFSource
 
-    export_llama(GGUFSource(gguf_path(install=install)), pte, progress=progress, **EXPORT_OPTIONS)
+    global _exported_eager
+    _exported_eager = export_llama(GGUFSource(gguf_path(install=install)), pte, progress=progress, **EXPORT_OPTIONS).eager
     return pte
 
 
 def build_bundled_eager(*, install: bool = False, progress: bool = False):
     """The EagerLlama that ensure_bundled_model's export lowers (the quantization is
     deterministic, so a fresh one equals the exported module)."""
+    if _exported_eager is not None:
+        return _exported_eager
     from .exporter import build_eager
     from .sources import GGUFSource
 

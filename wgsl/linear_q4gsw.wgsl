@@ -46,15 +46,13 @@ fn with_bias(value: f32, n: u32) -> f32 {
   return value;
 }
 
-// --- gemv: one workgroup computes 4 outputs (one per vec4 lane) of one row of x ----------
-// Threads stride over the K/8 words of the 4 weight rows (consecutive threads read
-// consecutive words), each x word is loaded once for the 4 rows, then the partial sums are
-// reduced across the workgroup. Grid: (x, y) flatten the blocks of 4 outputs, z = m.
-// Accumulators are vec4 lanes, never arrays indexed in a loop: those end up in slow
-// per-thread memory on some drivers.
-const GEMV_THREADS: u32 = 256u;
-
-var<workgroup> partial: array<vec4<f32>, GEMV_THREADS>;
+// --- gemv: one thread computes one output of one row of x ------------------------------
+// No shared memory and no barriers: each thread walks its own weight row word by word
+// (the x row is read by every thread and stays in cache). Workgroups that reduce over K
+// with barriers cost far more than the arithmetic on CPU-emulated adapters (SwiftShader,
+// lavapipe) whenever K is small, as in every decode linear of a small model.
+// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs, z = m.
+const GEMV_THREADS: u32 = 64u;
 
 fn dot_q4(word: u32, x_even: vec4<f32>, x_odd: vec4<f32>) -> f32 {
   return dot(q4_even(word), x_even) + dot(q4_odd(word), x_odd);
@@ -66,46 +64,26 @@ fn gemv(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let first_n = (wg.x + wg.y * groups.x) * 4u;
-  if (first_n >= p.n) {
-    return;  // a grid-rounding workgroup; uniform, so no barrier is skipped by half a group
+  let n = (wg.x + wg.y * groups.x) * GEMV_THREADS + lid;
+  if (n >= p.n) {
+    return;
   }
   let m = wg.z;
   let x_row = m * (p.k / 4u);
-  let words = p.k / 8u;
-  // Rows past N (in the last block) reread row N-1 and are never stored.
-  let rows = min(vec4<u32>(first_n) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
-  let row_words = rows * p.weight_row_words;
-  var acc = vec4<f32>(0.0);
-  for (var w = lid; w < words; w += GEMV_THREADS) {
-    let xa = x[x_row + 2u * w];
-    let xb = x[x_row + 2u * w + 1u];
-    let x_even = vec4<f32>(xa.x, xa.z, xb.x, xb.z);
-    let x_odd = vec4<f32>(xa.y, xa.w, xb.y, xb.w);
-    let scale_row = (w * 8u) / p.group_size * p.scale_stride;
-    let row_scales = vec4<f32>(
-      scales[scale_row + rows.x], scales[scale_row + rows.y], scales[scale_row + rows.z], scales[scale_row + rows.w]
-    );
-    let dots = vec4<f32>(
-      dot_q4(weights[row_words.x + w], x_even, x_odd),
-      dot_q4(weights[row_words.y + w], x_even, x_odd),
-      dot_q4(weights[row_words.z + w], x_even, x_odd),
-      dot_q4(weights[row_words.w + w], x_even, x_odd),
-    );
-    acc += row_scales * dots;
-  }
-  partial[lid] = acc;
-  workgroupBarrier();
-  for (var stride = GEMV_THREADS / 2u; stride > 0u; stride /= 2u) {
-    if (lid < stride) {
-      partial[lid] += partial[lid + stride];
+  let row = n * p.weight_row_words;
+  let words_per_group = p.group_size / 8u;
+  var total = 0.0;
+  for (var first = 0u; first < p.k / 8u; first += words_per_group) {
+    // One group: its words share a scale, applied once to their sum.
+    var group_sum = 0.0;
+    for (var w = first; w < first + words_per_group; w++) {
+      let xa = x[x_row + 2u * w];
+      let xb = x[x_row + 2u * w + 1u];
+      group_sum += dot_q4(weights[row + w], vec4<f32>(xa.x, xa.z, xb.x, xb.z), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
     }
-    workgroupBarrier();
+    total += group_sum * scales[(first / words_per_group) * p.scale_stride + n];
   }
-  if (lid < 4u && first_n + lid < p.n) {
-    let n = first_n + lid;
-    out[m * p.n + n] = with_bias(partial[0][lid], n);
-  }
+  out[m * p.n + n] = with_bias(total, n);
 }
 
 // --- gemm: one workgroup computes a TILE x TILE block of out ------------------------------

@@ -23,7 +23,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_ROWS = 4  # outputs per gemv workgroup, one per vec4 lane (linear_q4gsw.wgsl)
+GEMV_THREADS = 64  # outputs per gemv workgroup, one per thread (linear_q4gsw.wgsl)
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
@@ -95,7 +95,7 @@ class LinearQ4gsw(OpHandler):
         )
         if self.m <= GEMV_MAX_ROWS:
             self.entry_point = "gemv"
-            self.grid = (*linear_grid(-(-self.n // GEMV_ROWS), 1), self.m)
+            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), self.m)
         else:
             self.entry_point = "gemm"
             self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
