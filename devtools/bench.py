@@ -114,37 +114,37 @@ def wllama_weights_on(report: dict) -> list[str]:
 
 # --- the report --------------------------------------------------------------------
 
-ROWS = [
-    # (label, path into a side's result, higher is better)
-    ("prefill 128 tok (tok/s)", ("prefill", "128", "tokens_per_s"), True),
-    ("prefill 512 tok (tok/s)", ("prefill", "512", "tokens_per_s"), True),
-    ("time to first token, 128-tok prompt (s)", ("prefill", "128", "time_to_first_token_s"), False),
-    ("decode @128 (tok/s)", ("decode", "128", "tokens_per_s"), True),
-    ("decode @1024 (tok/s)", ("decode", "1024", "tokens_per_s"), True),
-    ("host time per decode token (ms)", ("decode", "128", "host_ms_per_token"), False),
-    ("dispatches per decode token", ("dispatches_per_decode_token",), False),
-    ("GPU memory (MiB)", ("gpu_memory_bytes",), False),
-    ("model load (s)", ("load_s",), False),
-]
+def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[tuple]:
+    """(label, path into a side's result, scale, higher is better) per metric."""
+    rows = [(f"prefill {n} tok (tok/s)", ("prefill", str(n), "tokens_per_s"), 1, True) for n in prefill_lengths]
+    shortest = str(min(prefill_lengths))
+    rows.append((f"time to first token, {shortest}-tok prompt (s)", ("prefill", shortest, "time_to_first_token_s"), 1, False))
+    rows += [(f"decode @{n} (tok/s)", ("decode", str(n), "tokens_per_s"), 1, True) for n in decode_contexts]
+    rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False) for n in decode_contexts]
+    rows += [
+        ("dispatches per decode token", ("dispatches_per_decode_token",), 1, False),
+        ("GPU memory (MiB)", ("gpu_memory_bytes",), 2**-20, False),
+        ("model load (s)", ("load_s",), 1, False),
+    ]
+    return rows
 
 
-def _dig(result: dict | None, path: tuple):
+def _dig(result: dict, path: tuple):
     for key in path:
         if not isinstance(result, dict) or key not in result:
             return None
         result = result[key]
-    if path == ("gpu_memory_bytes",) and result is not None:
-        return result / 2**20
     return result
 
 
-def rows_for(sides: dict[str, dict], rows=ROWS, peers=("wllama-cpu", "wllama-webgpu")) -> list[dict]:
+def compare(sides: dict[str, dict], rows: list[tuple], peers=("wllama-cpu", "wllama-webgpu")) -> list[dict]:
     """One row per metric: each side's figure, and pywebgpu-in-the-browser / each peer."""
     table = []
-    for label, path, higher_is_better in rows:
+    for label, path, scale, higher_is_better in rows:
         row = {"metric": label, "higher_is_better": higher_is_better}
         for name, result in sides.items():
-            row[name] = _dig(result, path)
+            value = _dig(result, path)
+            row[name] = None if value is None else value * scale
         ours = row.get("pywebgpu-browser")
         for peer in peers:
             theirs = row.get(peer)
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
         sides["pywebgpu-native"] = asyncio.run(
             model_bench.load_and_measure(str(MANIFEST), measure, log=lambda text: print(f"  [native] {text}", file=sys.stderr, flush=True))
         )
-    table = rows_for(sides)
+    table = compare(sides, table_rows(prefill_lengths, decode_contexts))
     greedy = greedy_texts(tokenizer, sides)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -83,28 +83,34 @@ def _eager_next_token(model):
 
 @dataclass
 class Agreement:
+    """Top-1 matches per pair of models; the .pte pairs over its first `pte_tokens`."""
+
     tokens: int
+    pte_tokens: int
     pte_vs_fp32: int
     eager4_vs_fp32: int
     pte_vs_eager4: int
 
     def as_dict(self) -> dict:
+        def rate(matches, tokens):
+            return {"matches": matches, "tokens": tokens, "rate": round(matches / tokens, 4)}
+
         return {
-            "tokens": self.tokens,
             "top1_agreement": {
-                name: {"matches": matches, "rate": round(matches / self.tokens, 4)}
-                for name, matches in (
-                    ("pte_4bit_vs_fp32", self.pte_vs_fp32),
-                    ("eager_4bit_vs_fp32", self.eager4_vs_fp32),
-                    ("pte_4bit_vs_eager_4bit", self.pte_vs_eager4),
-                )
+                "pte_4bit_vs_fp32": rate(self.pte_vs_fp32, self.pte_tokens),
+                "eager_4bit_vs_fp32": rate(self.eager4_vs_fp32, self.tokens),
+                "pte_4bit_vs_eager_4bit": rate(self.pte_vs_eager4, self.pte_tokens),
             },
         }
 
 
-def measure(pte_path: Path, source, export_options: dict, max_tokens: Optional[int] = None) -> Agreement:
+def measure(
+    pte_path: Path, source, export_options: dict, max_tokens: Optional[int] = None, pte_tokens: Optional[int] = None
+) -> Agreement:
     """Top-1 agreement over the quality text for the .pte exported from `source` with
-    `export_options` (the same options rebuild its eager 4-bit module)."""
+    `export_options` (the same options rebuild its eager 4-bit module). The .pte reads
+    only the first `pte_tokens` (all by default): on a CPU adapter a decode step takes
+    seconds, where the eager models take milliseconds."""
     from tokenizers import Tokenizer
 
     from .exporter import build_eager
@@ -114,9 +120,10 @@ def measure(pte_path: Path, source, export_options: dict, max_tokens: Optional[i
     ids = tokenizer.encode(TEXT_FILE.read_text(encoding="utf-8")).ids
     limit = min(len(ids), manifest["model"]["max_context_len"], max_tokens or len(ids))
     ids = ids[:limit]
+    pte_ids = ids[: min(len(ids), pte_tokens or len(ids))]
 
     with PteLlama(pte_path) as pte:
-        pte_top1 = teacher_forced_predictions(pte.next_token, ids, "4-bit .pte (wgpu-native)")
+        pte_top1 = teacher_forced_predictions(pte.next_token, pte_ids, "4-bit .pte (wgpu-native)")
     eager4 = build_eager(source, **export_options)
     eager4_top1 = teacher_forced_predictions(_eager_next_token(eager4), ids, "eager 4-bit")
     del eager4
@@ -126,7 +133,7 @@ def measure(pte_path: Path, source, export_options: dict, max_tokens: Optional[i
     def matches(a, b):
         return sum(x == y for x, y in zip(a, b))
 
-    return Agreement(len(ids), matches(pte_top1, fp32_top1), matches(eager4_top1, fp32_top1), matches(pte_top1, eager4_top1))
+    return Agreement(len(ids), len(pte_ids), matches(pte_top1, fp32_top1), matches(eager4_top1, fp32_top1), matches(pte_top1, eager4_top1))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -136,12 +143,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m export_tools.quality", description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", type=Path, default=bundled.DEFAULT_OUT_DIR, help="where the bundled model is (default web/models)")
     parser.add_argument("--max-tokens", type=int, help="measure over the first N tokens only")
+    parser.add_argument("--pte-tokens", type=int, help="run the .pte over the first N tokens only (slow on CPU adapters)")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
 
     pte = bundled.ensure_bundled_model(args.out_dir, progress=True)
     started = time.monotonic()
-    result = measure(pte, GGUFSource(bundled.gguf_path()), dict(bundled.EXPORT_OPTIONS), args.max_tokens)
+    result = measure(pte, GGUFSource(bundled.gguf_path()), dict(bundled.EXPORT_OPTIONS), args.max_tokens, args.pte_tokens)
     report = {"model": pte.name, "text": TEXT_FILE.name, **result.as_dict(), "seconds": round(time.monotonic() - started)}
     print(json.dumps(report, indent=2))
     if args.json:

@@ -132,6 +132,8 @@ async function benchWllama(config, mode, model) {
     decode: {},
   };
   log(`wllama ${mode}: loaded in ${result.load_s.toFixed(1)} s, ${result.threads} thread(s)`);
+  // Warm-up, untimed, as on pywebgpu's side: first-call costs (thread pool, buffers).
+  await completion(wllama, prompts[Math.min(...prefill_lengths)], 2, false);
   for (const length of prefill_lengths) {
     const runs = [];
     for (let rep = 0; rep < reps; rep++) {
