@@ -39,11 +39,11 @@ SIDES = ("pywebgpu-browser", "wllama-cpu", "wllama-webgpu", "pywebgpu-native")
 WLLAMA_N_CTX = 2048
 
 
-def model_tokenizer():
+def model_tokenizer(manifest_path: Path):
     from pywebgpu.llm.tokenizer import Tokenizer
 
-    manifest = json.loads(MANIFEST.read_text())
-    return Tokenizer.from_json((MANIFEST.parent / manifest["tokenizer"]["file"]).read_text())
+    manifest = json.loads(manifest_path.read_text())
+    return Tokenizer.from_json((manifest_path.parent / manifest["tokenizer"]["file"]).read_text())
 
 
 def prompts(tokenizer, lengths: list[int]) -> tuple[list[int], dict[int, str]]:
@@ -200,18 +200,20 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill", default="128,512", help="prompt lengths timed for prefill (default 128,512)")
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
     parser.add_argument("--sides", default=",".join(SIDES), help=f"what to run, comma-separated (default: all of {','.join(SIDES)})")
+    parser.add_argument("--model", type=Path, default=MANIFEST, help="manifest of the model pywebgpu-native runs (default: the bundled SmolLM2)")
     parser.add_argument("--out", type=Path, help="write the JSON report here (e.g. bench-results/NAME.json)")
     parser.add_argument("--timeout", type=float, default=7200, help="browser run time limit, seconds")
     args = parser.parse_args(argv)
-
-    from export_tools.bundled import gguf_path
 
     prefill_lengths = [int(n) for n in args.prefill.split(",")]
     decode_contexts = [int(n) for n in args.contexts.split(",")]
     sides_wanted = args.sides.split(",")
     if unknown := set(sides_wanted) - set(SIDES):
         parser.error(f"unknown sides {sorted(unknown)}; choose from {','.join(SIDES)}")
-    tokenizer = model_tokenizer()
+    in_browser = [side for side in sides_wanted if side != "pywebgpu-native"]
+    if args.model != MANIFEST and in_browser:
+        parser.error("--model is for --sides pywebgpu-native (the browser page serves the bundled model)")
+    tokenizer = model_tokenizer(args.model)
     tokens, prompt_texts = prompts(tokenizer, prefill_lengths + decode_contexts)
     measure = {
         "prompt_tokens": tokens,
@@ -220,30 +222,35 @@ def main(argv=None) -> int:
         "decode_tokens": args.decode_tokens,
         "reps": args.reps,
     }
-    gguf = Path(gguf_path())
     started = time.perf_counter()
-    browser = run_browser(
-        {
-            "manifestUrl": f"models/{MANIFEST.name}",
-            "pythonSource": Path(model_bench.__file__).read_text(),
-            "measure": measure,
-            "promptTexts": prompt_texts,
-            "pywebgpu": "pywebgpu-browser" in sides_wanted,
-            "wllamaModes": [side.removeprefix("wllama-") for side in SIDES if side.startswith("wllama-") and side in sides_wanted],
-            "threads": os.cpu_count(),
-            "nCtx": WLLAMA_N_CTX,
-        },
-        gguf,
-        args.timeout,
-    )
-    sides = {"pywebgpu-browser": browser["pywebgpu"]} if "pywebgpu" in browser else {}
-    for mode, result in browser["wllama"].items():
-        result["weights_on"] = wllama_weights_on(result)
-        sides[f"wllama-{mode}"] = result
+    sides, browser, gguf = {}, None, None
+    if in_browser:
+        from export_tools.bundled import gguf_path
+
+        gguf = Path(gguf_path())
+        browser = run_browser(
+            {
+                "manifestUrl": f"models/{MANIFEST.name}",
+                "pythonSource": Path(model_bench.__file__).read_text(),
+                "measure": measure,
+                "promptTexts": prompt_texts,
+                "pywebgpu": "pywebgpu-browser" in sides_wanted,
+                "wllamaModes": [side.removeprefix("wllama-") for side in SIDES if side.startswith("wllama-") and side in sides_wanted],
+                "threads": os.cpu_count(),
+                "nCtx": WLLAMA_N_CTX,
+            },
+            gguf,
+            args.timeout,
+        )
+        if "pywebgpu" in browser:
+            sides["pywebgpu-browser"] = browser["pywebgpu"]
+        for mode, result in browser["wllama"].items():
+            result["weights_on"] = wllama_weights_on(result)
+            sides[f"wllama-{mode}"] = result
     if "pywebgpu-native" in sides_wanted:
         os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # lavapipe warns without it
         sides["pywebgpu-native"] = asyncio.run(
-            model_bench.load_and_measure(str(MANIFEST), measure, log=lambda text: print(f"  [native] {text}", file=sys.stderr, flush=True))
+            model_bench.load_and_measure(str(args.model), measure, log=lambda text: print(f"  [native] {text}", file=sys.stderr, flush=True))
         )
     table = compare(sides, table_rows(prefill_lengths, decode_contexts))
     greedy = greedy_texts(tokenizer, sides)
@@ -252,20 +259,20 @@ def main(argv=None) -> int:
         "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "devtools.bench", *(sys.argv[1:] if argv is None else argv)]),
         "duration_s": time.perf_counter() - started,
         "machine": machine(),
-        "browser": {**browser["browser"], "user_agent": browser["userAgent"], "cross_origin_isolated": browser["crossOriginIsolated"]},
-        "browser_adapter": browser["adapter"],
+        "browser": browser and {**browser["browser"], "user_agent": browser["userAgent"], "cross_origin_isolated": browser["crossOriginIsolated"]},
+        "browser_adapter": browser and browser["adapter"],
         "model": {
-            "pywebgpu": json.loads(MANIFEST.read_text())["pte"],
-            "wllama": {"file": gguf.name, "bytes": gguf.stat().st_size},
+            "pywebgpu": json.loads(args.model.read_text())["pte"],
+            "wllama": gguf and {"file": gguf.name, "bytes": gguf.stat().st_size},
         },
         "settings": {k: v for k, v in measure.items() if k != "prompt_tokens"} | {"prompt_source": str(PROMPT_TEXT.relative_to(ROOT))},
-        "page_problems": browser["page_problems"],
+        "page_problems": browser["page_problems"] if browser else [],
         "table": table,
         "greedy_texts": greedy,
         "results": sides,
     }
     print(format_table(table))
-    for mode in browser["wllama"]:
+    for mode in browser["wllama"] if browser else ():
         result = sides[f"wllama-{mode}"]
         lengths = sorted({r["tokens"] for r in result["prefill"].values()} | {r["context"] for r in result["decode"].values()})
         print(f"wllama-{mode}: weights on {', '.join(result['weights_on']) or '?'}; prompt lengths it saw: {lengths}")
@@ -277,9 +284,9 @@ def main(argv=None) -> int:
         print(f"greedy after {context} tokens:")
         for name, text in by_side.items():
             print(f"  {name:18} {text!r}")
-    for problem in browser["page_problems"]:
+    for problem in report["page_problems"]:
         print(f"page problem: {problem}", file=sys.stderr)
-    return 1 if browser["page_problems"] else 0
+    return 1 if report["page_problems"] else 0
 
 
 if __name__ == "__main__":
