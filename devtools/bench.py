@@ -200,6 +200,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill", default="128,512", help="prompt lengths timed for prefill (default 128,512)")
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
     parser.add_argument("--sides", default=",".join(SIDES), help=f"what to run, comma-separated (default: all of {','.join(SIDES)})")
+    parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's linear kernels for CPU adapters or for GPUs (default: by adapter)")
     parser.add_argument("--model", type=Path, default=MANIFEST, help="manifest of the model pywebgpu-native runs (default: the bundled SmolLM2)")
     parser.add_argument("--out", type=Path, help="write the JSON report here (e.g. bench-results/NAME.json)")
     parser.add_argument("--timeout", type=float, default=7200, help="browser run time limit, seconds")
@@ -221,6 +222,7 @@ def main(argv=None) -> int:
         "decode_contexts": decode_contexts,
         "decode_tokens": args.decode_tokens,
         "reps": args.reps,
+        "kernel_set": args.kernel_set,
     }
     started = time.perf_counter()
     sides, browser, gguf = {}, None, None

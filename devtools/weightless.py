@@ -9,7 +9,8 @@ weightless program times the same as the real one; its tokens are meaningless.
 
 writes OUT_DIR/<name>.pte.gz, OUT_DIR/<name>.json (the manifest, with the sha256 and
 size of the unpacked file) and the tokenizer file the manifest names. A manifest that names no tokenizer (random-weight
-exports) gets the bundled SmolLM2 tokenizer, copied beside it: the benchmark only needs
+exports) gets the bundled SmolLM2 tokenizer (copied beside it), special tokens and chat
+template: the benchmark only needs
 prompt token ids, and SmolLM2's are valid ids of any Llama-3 vocabulary.
 """
 
@@ -57,7 +58,9 @@ def main(argv=None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_from = args.pte.parent
     if not manifest.get("tokenizer"):
-        manifest["tokenizer"] = json.loads(MANIFEST.read_text())["tokenizer"]
+        bundled = json.loads(MANIFEST.read_text())
+        for key in ("tokenizer", "special_tokens", "chat_template"):
+            manifest[key] = bundled[key]
         tokenizer_from = MANIFEST.parent
     shutil.copy(tokenizer_from / manifest["tokenizer"]["file"], args.out_dir / manifest["tokenizer"]["file"])
     (args.out_dir / args.pte.with_suffix(".json").name).write_text(json.dumps(manifest, indent=1) + "\n")

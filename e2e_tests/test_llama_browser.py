@@ -10,6 +10,6 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
     (python_page.server.files_dir / "tiny_llama.pte").write_bytes(trace.pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/tiny_llama.pte", trace.runs]])
+    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/tiny_llama.pte", trace.runs, None]])
     assert "error" not in answer, answer.get("error")
     check_trace(trace, answer["results"])

@@ -4,6 +4,7 @@
 import array
 
 from pywebgpu.gpu import request_device
+from pywebgpu.ops import linear
 from pywebgpu.runtime import HostTensor, load
 
 _TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
@@ -23,27 +24,33 @@ def _host(shape, dtype, data):
     return HostTensor(tuple(shape), values, dtype)
 
 
-async def run_graph(data, runs):
-    """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn."""
+async def run_graph(data, runs, kernel_set=None):
+    """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
+    (with linear.FORCE_KERNEL_SET set to `kernel_set` meanwhile)."""
     graph = await load(await _get_device(), data)
     results = []
-    for inputs in runs:
-        outputs = await graph.execute(*[_host(*x) for x in inputs])
-        results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+    linear.FORCE_KERNEL_SET = kernel_set
+    try:
+        for inputs in runs:
+            outputs = await graph.execute(*[_host(*x) for x in inputs])
+            results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+    finally:
+        linear.FORCE_KERNEL_SET = None
     return results
 
 
 async def run_graphs_from_urls(jobs):
-    """In the page: [[url, runs], ...] → per job {"results": ...} or {"error": "..."}."""
+    """In the page: [[url, runs, kernel_set], ...] → per job {"results": ...} or
+    {"error": "..."}."""
     import js
 
     answers = []
-    for url, runs in jobs:
+    for url, runs, kernel_set in jobs:
         try:
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append({"results": await run_graph(await response.arrayBuffer(), runs)})
+            answers.append({"results": await run_graph(await response.arrayBuffer(), runs, kernel_set)})
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

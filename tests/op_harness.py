@@ -35,6 +35,9 @@ class OpCase:
     # Vulkan fusion patterns (names in executorch.backends.vulkan.patterns.fusable_patterns)
     # left out while lowering, to export ops that fusion would otherwise replace.
     unfused_patterns: tuple = ()
+    # Forces linear.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
+    # kernel sets are tested whatever kind of adapter runs the tests.
+    kernel_set: str | None = None
 
     @property
     def runs(self):
@@ -52,13 +55,14 @@ def all_cases() -> list[OpCase]:
     return cases
 
 
-_exported: dict[str, bytes] = {}
+# By module: cases that differ only in how they run (kernel_set) share one export.
+_exported: dict[int, bytes] = {}
 
 
 def export_case(case: OpCase) -> bytes:
     """The case's .pte bytes (exported once per test session). The whole module must be
     delegated to Vulkan: a graph that falls back to ExecuTorch's CPU ops tests nothing."""
-    if case.id not in _exported:
+    if id(case.module) not in _exported:
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
         from executorch.exir import to_edge_transform_and_lower
 
@@ -71,8 +75,8 @@ def export_case(case: OpCase) -> bytes:
             if n.op == "call_function" and "executorch_call_delegate" not in str(n.target) and "getitem" not in str(n.target)
         ]
         assert not leftover, f"case {case.id}: ops not delegated to Vulkan: {leftover}"
-        _exported[case.id] = edge.to_executorch().buffer
-    return _exported[case.id]
+        _exported[id(case.module)] = edge.to_executorch().buffer
+    return _exported[id(case.module)]
 
 
 @contextlib.contextmanager

@@ -6,8 +6,9 @@
 // scale of (n, group g) is scales[g * scale_stride + n]. K and group_size are multiples
 // of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
 //
-// Two entry points: `gemv` for few rows of x (decode: weight bandwidth bound, one pass
-// over the weights per row), `gemm` for many (prefill: 64x64 output tiles).
+// Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters `gemv`, one
+// thread per output (few rows of x: decode; GEMV_ROWS rows per thread: prefill); on GPUs
+// `gemv_coop` for decode (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
 override HAS_BIAS: bool = false;
 
 struct Params {
@@ -46,17 +47,17 @@ fn with_bias(value: f32, n: u32) -> f32 {
   return value;
 }
 
-// --- gemv: one thread computes one output of one row of x ------------------------------
-// No shared memory and no barriers: each thread walks its own weight row word by word
-// (the x row is read by every thread and stays in cache). Workgroups that reduce over K
-// with barriers cost far more than the arithmetic on CPU-emulated adapters (SwiftShader,
-// lavapipe) whenever K is small, as in every decode linear of a small model.
-// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs, z = m.
+// --- gemv: one thread computes one output for GEMV_ROWS rows of x ---------------------
+// No shared memory and no barriers: each thread walks its own weight row word by word,
+// unpacks each word once and applies it to its rows of x (read by every thread, so they
+// stay in cache). Workgroups that reduce over K with barriers cost far more than the
+// arithmetic on CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's
+// invocations one SIMD batch after another. GEMV_ROWS = 1 is the decode kernel; more rows
+// per thread is the prefill kernel of those adapters (real GPUs use `gemm`).
+// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs, z = ceil(m / GEMV_ROWS).
 const GEMV_THREADS: u32 = 64u;
-
-fn dot_q4(word: u32, x_even: vec4<f32>, x_odd: vec4<f32>) -> f32 {
-  return dot(q4_even(word), x_even) + dot(q4_odd(word), x_odd);
-}
+const MAX_GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS_PREFILL at most
+override GEMV_ROWS: u32 = 1u;
 
 @compute @workgroup_size(GEMV_THREADS)
 fn gemv(
@@ -68,22 +69,85 @@ fn gemv(
   if (n >= p.n) {
     return;
   }
-  let m = wg.z;
-  let x_row = m * (p.k / 4u);
+  let m0 = wg.z * GEMV_ROWS;
   let row = n * p.weight_row_words;
   let words_per_group = p.group_size / 8u;
-  var total = 0.0;
+  // Rows past m repeat the last row (in bounds, never written).
+  var x_rows: array<u32, MAX_GEMV_ROWS>;
+  for (var r = 0u; r < GEMV_ROWS; r++) {
+    x_rows[r] = min(m0 + r, p.m - 1u) * (p.k / 4u);
+  }
+  var total: array<f32, MAX_GEMV_ROWS>;
+  var group_sum: array<f32, MAX_GEMV_ROWS>;
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    // One group: its words share a scale, applied once to their sum.
-    var group_sum = 0.0;
+    // One group: its words share a scale, applied once to their sum. (Zeroed by hand:
+    // naga does not re-initialize a `var` declared inside a loop on each iteration.)
+    for (var r = 0u; r < GEMV_ROWS; r++) {
+      group_sum[r] = 0.0;
+    }
     for (var w = first; w < first + words_per_group; w++) {
+      let word = weights[row + w];
+      let q_even = q4_even(word);
+      let q_odd = q4_odd(word);
+      for (var r = 0u; r < GEMV_ROWS; r++) {
+        let xa = x[x_rows[r] + 2u * w];
+        let xb = x[x_rows[r] + 2u * w + 1u];
+        group_sum[r] += dot(q_even, vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q_odd, vec4<f32>(xa.y, xa.w, xb.y, xb.w));
+      }
+    }
+    let scale = scales[(first / words_per_group) * p.scale_stride + n];
+    for (var r = 0u; r < GEMV_ROWS; r++) {
+      total[r] += group_sum[r] * scale;
+    }
+  }
+  for (var r = 0u; r < GEMV_ROWS; r++) {
+    if (m0 + r < p.m) {
+      out[(m0 + r) * p.n + n] = with_bias(total[r], n);
+    }
+  }
+}
+
+// --- gemv_coop: a team of COOP_THREADS threads computes one output of one row of x -------
+// The GPU decode kernel: the team's threads read consecutive words of their weight row
+// (coalesced), each sums its share of the row with every word's group scale applied, and
+// the partial sums are added in workgroup memory. COOP_ROWS outputs per workgroup.
+// Grid: (x, y) flatten the blocks of COOP_ROWS outputs, z = m.
+const COOP_THREADS: u32 = 32u;
+const COOP_ROWS: u32 = 8u;  // linear.py's COOP_ROWS
+
+var<workgroup> partial: array<f32, COOP_THREADS * COOP_ROWS>;
+
+@compute @workgroup_size(COOP_THREADS, COOP_ROWS)
+fn gemv_coop(
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let n = (wg.x + wg.y * groups.x) * COOP_ROWS + lid.y;
+  let m = wg.z;
+  let x_row = m * (p.k / 4u);
+  var sum = 0.0;
+  if (n < p.n) {
+    let row = n * p.weight_row_words;
+    for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
       let xa = x[x_row + 2u * w];
       let xb = x[x_row + 2u * w + 1u];
-      group_sum += dot_q4(weights[row + w], vec4<f32>(xa.x, xa.z, xb.x, xb.z), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
+      let word = weights[row + w];
+      let scale = scales[(w * 8u / p.group_size) * p.scale_stride + n];
+      sum += scale * (dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w)));
     }
-    total += group_sum * scales[(first / words_per_group) * p.scale_stride + n];
   }
-  out[m * p.n + n] = with_bias(total, n);
+  let slot = lid.y * COOP_THREADS + lid.x;
+  partial[slot] = sum;
+  for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
+    workgroupBarrier();
+    if (lid.x < stride) {
+      partial[slot] += partial[slot + stride];
+    }
+  }
+  if (lid.x == 0u && n < p.n) {
+    out[m * p.n + n] = with_bias(partial[slot], n);
+  }
 }
 
 // --- gemm: one workgroup computes a TILE x TILE block of out ------------------------------

@@ -10,7 +10,8 @@
 
 Weights stay packed on the GPU (see pte-format notes): W uint8 [N, K/2], low nibble first;
 scales f32 transposed to [K / group_size, N padded to a multiple of 4]. x is [..., K] with
-any live leading dims: M = their product. Few rows (decode) run a GEMV, more a tiled GEMM.
+any live leading dims: M = their product. Few rows (decode) run a GEMV, more (prefill) a
+GEMM; which kernels depends on the adapter kind (see choose_kernel).
 """
 
 from __future__ import annotations
@@ -24,11 +25,24 @@ from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
 GEMV_THREADS = 64  # outputs per gemv workgroup, one per thread (linear_q4gsw.wgsl)
+COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GEMV_MAX_ROWS = 4
+# Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
+# invocations one SIMD batch after another: shared memory and barriers only cost there,
+# and one thread per output walking its own weight row (`gemv`) is fastest; up to
+# CPU_GEMV_MAX_ROWS rows of x, `gemv` with GEMV_ROWS_PREFILL rows per thread also beats
+# the tiled GEMM, which pads M to its 64-row tiles (SwiftShader, SmolLM2: 16 rows 12 s vs
+# 31 s, 64 rows 48 s vs 45 s). GPUs want coalesced weight reads: a team of threads per
+# output (`gemv_coop`), and the tiled `gemm` for every prefill.
+GEMV_ROWS_PREFILL = 8  # at most the kernel's MAX_GEMV_ROWS
+CPU_GEMV_MAX_ROWS = 48
+# None: kernels for the device's adapter kind; "cpu" or "gpu" forces that kind's kernels
+# (the tests run both on every adapter; the benchmark can compare them).
+FORCE_KERNEL_SET = None
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -80,9 +94,15 @@ class LinearQ4gsw(OpHandler):
         bias = self.bias.buffer if self.bias is not None else self.scales.buffer
         buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params]
         self.kernels = {}
-        for entry_point in ("gemv", "gemm"):
-            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=entry_point)
-            self.kernels[entry_point] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
+        for kernel, entry_point, rows in (
+            ("gemv", "gemv", 1),
+            ("gemv_rows", "gemv", GEMV_ROWS_PREFILL),
+            ("gemv_coop", "gemv_coop", None),
+            ("gemm", "gemm", None),
+        ):
+            kernel_constants = constants if rows is None else {**constants, "GEMV_ROWS": rows}
+            pipeline = await self.make_pipeline("linear_q4gsw", kernel_constants, entry_point=entry_point)
+            self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
 
     def resize(self):
         if self.x.sizes[-1] != self.k:
@@ -93,16 +113,26 @@ class LinearQ4gsw(OpHandler):
             self.params,
             pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, 0, 0),
         )
-        if self.m <= GEMV_MAX_ROWS:
-            self.entry_point = "gemv"
+        self.kernel = self.choose_kernel(FORCE_KERNEL_SET or ("cpu" if self.graph.device.adapter.is_fallback else "gpu"))
+        if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), self.m)
+        elif self.kernel == "gemv_rows":
+            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS_PREFILL))
+        elif self.kernel == "gemv_coop":
+            self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         else:
-            self.entry_point = "gemm"
             self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
+
+    def choose_kernel(self, adapter_kind: str) -> str:
+        if adapter_kind == "cpu":
+            if self.m <= GEMV_MAX_ROWS:
+                return "gemv"
+            return "gemv_rows" if self.m <= CPU_GEMV_MAX_ROWS else "gemm"
+        return "gemv_coop" if self.m <= GEMV_MAX_ROWS else "gemm"
 
     def record(self, recorder):
         if self.m:
-            recorder.dispatch(*self.kernels[self.entry_point], *self.grid)
+            recorder.dispatch(*self.kernels[self.kernel], *self.grid)
 
 
 @register("et_vk.linear_q4gsw.default")

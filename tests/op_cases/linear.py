@@ -55,19 +55,26 @@ def q4(case_id, module, inputs, **kwargs):
     return OpCase(case_id, module, inputs, reference_dtype=torch.float32, **kwargs)
 
 
+def both_kernel_sets(case_id, module, inputs, **kwargs):
+    """The case run with the kernels for CPU adapters and with those for GPUs."""
+    return [q4(f"{case_id}-{kernel_set}", module, inputs, kernel_set=kernel_set, **kwargs) for kernel_set in ("cpu", "gpu")]
+
+
 seq = Dim("seq", min=1, max=80)
 
 CASES = [
     # -qmode 4w: et_vk.linear_q4gsw
-    q4("linear-q4gsw-gemv-k64-n12", linear_4w(64, 12), (r(1, 64),)),
-    q4("linear-q4gsw-gemv-3rows-bias", linear_4w(96, 20, bias=True), (r(3, 96),)),
-    q4("linear-q4gsw-gemm-m7-bias", linear_4w(96, 20, bias=True, seed=1), (r(7, 96),)),
-    q4("linear-q4gsw-gemm-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
-    q4("linear-q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
-    q4("linear-q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
-    q4("linear-q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
-    q4("linear-q4gsw-gs128-gemm", linear_4w(256, 36, group_size=128, seed=5), (r(1, 13, 256),)),
-    q4(
+    *both_kernel_sets("linear-q4gsw-gemv-k64-n12", linear_4w(64, 12), (r(1, 64),)),
+    *both_kernel_sets("linear-q4gsw-gemv-3rows-bias", linear_4w(96, 20, bias=True), (r(3, 96),)),
+    # K / 8 = 72 words: several strides of gemv_coop's 32-thread team, the last one partial.
+    *both_kernel_sets("linear-q4gsw-gemv-k576-bias", linear_4w(576, 44, bias=True, seed=7), (r(1, 2, 576),)),
+    *both_kernel_sets("linear-q4gsw-m7-bias", linear_4w(96, 20, bias=True, seed=1), (r(7, 96),)),
+    *both_kernel_sets("linear-q4gsw-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
+    *both_kernel_sets("linear-q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
+    *both_kernel_sets("linear-q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
+    *both_kernel_sets("linear-q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
+    *both_kernel_sets("linear-q4gsw-gs128-m13", linear_4w(256, 36, group_size=128, seed=5), (r(1, 13, 256),)),
+    *both_kernel_sets(
         "linear-q4gsw-dynamic-seq",
         linear_4w(128, 76, bias=True, seed=6),
         (r(1, 9, 128),),
@@ -75,11 +82,11 @@ CASES = [
         dynamic_shapes=({1: seq},),
     ),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
-    q4("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
-    q4("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
-    q4("linear-dq8ca-gs64-m67", linear_8da4w(192, 68, group_size=64, seed=2), (r(67, 192) * 3,)),
-    q4("linear-dq8ca-gs128-3d", linear_8da4w(256, 36, group_size=128, seed=3), (r(2, 7, 256),)),
-    q4(
+    *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
+    *both_kernel_sets("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
+    *both_kernel_sets("linear-dq8ca-gs64-m67", linear_8da4w(192, 68, group_size=64, seed=2), (r(67, 192) * 3,)),
+    *both_kernel_sets("linear-dq8ca-gs128-3d", linear_8da4w(256, 36, group_size=128, seed=3), (r(2, 7, 256),)),
+    *both_kernel_sets(
         "linear-dq8ca-dynamic-seq",
         linear_8da4w(128, 44, bias=True, seed=4),
         (r(1, 7, 128),),
