@@ -10,7 +10,7 @@ pytestmark = pytest.mark.native
 
 
 def run(coro):
-    return asyncio.get_event_loop_policy().get_event_loop().run_until_complete(coro)
+    return asyncio.run(coro)
 
 
 def test_allocated_bytes_follow_buffer_creation_and_destruction():

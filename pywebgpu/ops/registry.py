@@ -3,6 +3,8 @@
 A handler is made once per op call in the graph. Its life follows the graph's:
 - `__init__` reads its arguments (fail here on anything unsupported: at load, not at run);
 - `aliases()` may declare outputs that share an input's buffer (no copy, no kernel);
+- `view_of()` names an (output, input) pair holding the same bytes: the graph lets the
+  output share the input's buffer where no other tensor reuses that memory meanwhile;
 - `build()` creates pipelines, parameter buffers and bind groups, once;
 - `resize()` runs before every execution: derive output live sizes from input live sizes
   and SymInts, and rewrite parameters only when they changed;
@@ -116,6 +118,9 @@ class OpHandler:
     # --- life cycle (overridden) ---------------------------------------------------
     def aliases(self) -> dict:
         return {}
+
+    def view_of(self) -> tuple[int, int] | None:
+        return None
 
     async def build(self):
         pass

@@ -1,6 +1,7 @@
 """Ops whose output holds the input's elements in the same order: view_copy, clone,
-squeeze/unsqueeze, and same-dtype _to_copy. Each is one buffer-to-buffer copy of the
-live bytes; no kernel."""
+squeeze/unsqueeze, and same-dtype _to_copy. No kernel: the output shares the input's
+buffer where the graph's memory plan allows (see GraphRuntime), else one buffer-to-buffer
+copy of the live bytes."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class ContiguousCopy(OpHandler):
     def out_sizes(self) -> tuple:
         raise NotImplementedError
 
+    def view_of(self):
+        return self.out.id, self.src.id
+
     def resize(self):
         sizes = self.out_sizes()
         if numel(sizes) != self.src.numel:
@@ -25,7 +29,7 @@ class ContiguousCopy(OpHandler):
         self.set_sizes(self.out, sizes)
 
     def record(self, recorder):
-        # Same buffer (memory planning may reuse it) means the bytes are already in place.
+        # Same buffer (shared as a view, or by memory planning): the bytes are in place.
         if self.src.buffer is not self.out.buffer and self.out.nbytes:
             recorder.copy(self.src.buffer, self.out.buffer, (self.out.nbytes + 3) & ~3)
 

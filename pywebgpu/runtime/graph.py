@@ -57,7 +57,7 @@ class GraphRuntime:
             if value.dtype not in DTYPE_SIZES:
                 raise registry.OpError(f"value {index}: tensors of dtype {value.dtype} are not supported")
             dims = tuple(value.dims)
-            return Tensor(index, value.dtype, dims, dims, value.mem_obj_id, value.constant)
+            return Tensor(index, value.dtype, dims, dims, value.constant)
         if isinstance(value, pte.SymIntValue):
             return SymInt(index, value.value)
         if isinstance(value, pte.ValueListValue):
@@ -87,28 +87,81 @@ class GraphRuntime:
         aliases = {}
         for op in self.ops:
             aliases.update(op.aliases())
-        shared: dict[int, int] = {}
-        for value in self.values:
-            if isinstance(value, Tensor) and value.constant is None and value.mem_obj_id >= 0 and value.id not in aliases:
-                shared[value.mem_obj_id] = max(shared.get(value.mem_obj_id, 4), value.max_nbytes)
-        shared_buffers = {
-            obj: self.device.create_buffer(size, STORAGE_USAGE, label=f"mem_obj{obj}") for obj, size in shared.items()
-        }
-        tensors = [v for v in self.values if isinstance(v, Tensor)]
-        for tensor in tensors:
-            if tensor.id in aliases:
-                continue
-            if tensor.constant is not None:
+        for tensor in self.values:
+            if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases:
                 tensor.buffer = self._upload_constant(tensor)
-            elif tensor.mem_obj_id >= 0:
-                tensor.buffer = shared_buffers[tensor.mem_obj_id]
-            else:
-                tensor.buffer = self.device.create_buffer(tensor.max_nbytes, STORAGE_USAGE, label=tensor.label)
+        for slot, (size, tensor_ids) in enumerate(self._plan_memory(self._view_sources(), set(aliases))):
+            buffer = self.device.create_buffer(size, STORAGE_USAGE, label=f"activations{slot}")
+            for tensor_id in tensor_ids:
+                self.values[tensor_id].buffer = buffer
         for out_id, in_id in aliases.items():
             self.values[out_id].buffer = self.values[in_id].buffer
         for op in self.ops:
             await op.build()
         self.built = True
+
+    def _view_sources(self) -> dict[int, int]:
+        """out id → the non-constant tensor whose bytes it holds, for every view op (a
+        chain of views leads to its first source). A view shares its source's buffer."""
+        source = {}
+        for op in self.ops:
+            pair = op.view_of()
+            if pair is not None:
+                out_id, src_id = pair
+                src_id = source.get(src_id, src_id)
+                if self.values[src_id].constant is None:
+                    source[out_id] = src_id
+        return source
+
+    def _plan_memory(self, views: dict[int, int], aliased: set[int]) -> list[tuple[int, list[int]]]:
+        """Buffers for the non-constant tensors not in `aliased` (outputs that share a
+        constant's buffer): (size, tensor ids) each. A tensor and the
+        views of it form one group, live from its first use to its last (graph inputs
+        from before the first op, outputs to after the last); groups whose lives do not
+        overlap share a buffer, largest fitting first. (The exporter's mem_obj_ids plan
+        each view as a separate tensor; planning here lets views cost nothing.)"""
+        end = len(self.ops)
+        span: dict[int, list[int]] = {}  # group (source tensor id) → [first use, last use]
+        members: dict[int, list[int]] = {}
+
+        def use(tensor_id, index):
+            group = views.get(tensor_id, tensor_id)
+            first_last = span.setdefault(group, [index, index])
+            first_last[0], first_last[1] = min(first_last[0], index), max(first_last[1], index)
+
+        for index, op in enumerate(self.ops):
+            for arg in op.args:
+                value = self.values[arg]
+                for item in [self.values[i] for i in value.items] if isinstance(value, ValueList) else [value]:
+                    if isinstance(item, Tensor) and item.constant is None:
+                        use(item.id, index)
+        for tensor in self.inputs:
+            if tensor is not None:
+                use(tensor.id, -1)
+        for tensor in self.outputs:
+            use(tensor.id, end)
+        for value in self.values:
+            if isinstance(value, Tensor) and value.constant is None and value.id not in aliased:
+                group = views.get(value.id, value.id)
+                span.setdefault(group, [-1, end])  # never used by an op: kept apart
+                members.setdefault(group, []).append(value.id)
+        slots: list[list] = []  # [size, free after op index, tensor ids]
+        for group in sorted(members, key=lambda g: span[g]):
+            first, last = span[group]
+            size = max(4, *(self.values[t].max_nbytes for t in members[group]))
+            free = [slot for slot in slots if slot[1] < first]
+            fitting = [slot for slot in free if slot[0] >= size]
+            if fitting:
+                slot = min(fitting, key=lambda s: s[0])
+            elif free:
+                slot = max(free, key=lambda s: s[0])
+                slot[0] = size
+            else:
+                slot = [size, 0, []]
+                slots.append(slot)
+            slot[1] = last
+            slot[2].extend(members[group])
+        return [(size, ids) for size, _, ids in slots]
 
     def _upload_constant(self, tensor: Tensor):
         ref = tensor.constant

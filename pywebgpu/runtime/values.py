@@ -25,7 +25,6 @@ class Tensor:
     dtype: str
     max_sizes: tuple
     sizes: tuple
-    mem_obj_id: int = -1
     constant: object = None  # a pte.ConstantRef for weights, KV caches, RoPE tables
     buffer: Buffer | None = None
     # Host copy of an input's data, for ops that read values on the host (select_as_symint).
