@@ -254,7 +254,7 @@ def main(argv=None) -> int:
         sides["pywebgpu-native"] = asyncio.run(
             model_bench.load_and_measure(str(args.model), measure, log=lambda text: print(f"  [native] {text}", file=sys.stderr, flush=True))
         )
-    table = compare(sides, table_rows(prefill_lengths, decode_contexts))
+    table = compare(sides, table_rows(prefill_lengths, decode_contexts), peers=[side for side in SIDES if side.startswith("wllama-") and side in sides])
     greedy = greedy_texts(tokenizer, sides)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

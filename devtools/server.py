@@ -23,6 +23,7 @@ MIME_TYPES = {
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     mounts: dict[str, Path] = {}
+    post_handlers: dict = {}
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
 
     def translate_path(self, path):
@@ -37,6 +38,15 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                 return str(self.mounts[prefix] / "__outside__")
         return super().translate_path(path)
 
+    def do_POST(self):
+        handler = self.post_handlers.get(self.path.split("?", 1)[0])
+        if handler is None:
+            self.send_error(404)
+            return
+        handler(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        self.send_response(204)
+        self.end_headers()
+
     def end_headers(self):
         self.send_header("Cross-Origin-Opener-Policy", "same-origin")
         self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
@@ -49,10 +59,15 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 class WebServer:
-    """Serves `root` (plus optional URL-prefix → folder `mounts`) on 127.0.0.1 in a thread."""
+    """Serves `root` (plus optional URL-prefix → folder `mounts`) on 127.0.0.1 in a thread;
+    `post_handlers` (URL path → function of the request body) take POST requests."""
 
-    def __init__(self, root: Path, mounts: dict[str, Path] | None = None, port: int = 0):
-        handler = type("Handler", (_Handler,), {"mounts": {k: Path(v) for k, v in (mounts or {}).items()}})
+    def __init__(self, root: Path, mounts: dict[str, Path] | None = None, port: int = 0, post_handlers: dict | None = None):
+        handler = type(
+            "Handler",
+            (_Handler,),
+            {"mounts": {k: Path(v) for k, v in (mounts or {}).items()}, "post_handlers": dict(post_handlers or {})},
+        )
         self._httpd = http.server.ThreadingHTTPServer(
             ("127.0.0.1", port), functools.partial(handler, directory=str(root))
         )

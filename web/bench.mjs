@@ -1,4 +1,6 @@
-// The speed benchmark's page, driven by devtools/bench.py through window.runBench(config).
+// The speed benchmark's page, driven by devtools/bench.py through window.runBench(config),
+// or unattended (bench.html?unattended, devtools/bench_unattended.py: a bare Chromium that
+// no Playwright drives): the page fetches unattended/config.json and POSTs the result.
 // One after the other in this one browser, so that they never share the CPU:
 //   1. pywebgpu: Pyodide in a module Web Worker (worker.mjs, as the chat demo runs it),
 //      running devtools/model_bench.py (its source comes in config.pythonSource);
@@ -6,7 +8,6 @@
 //      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend).
 // pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
-import { Wllama } from "./vendor/wllama/index.js";
 
 const logElement = document.getElementById("log");
 
@@ -114,6 +115,8 @@ async function benchWllama(config, mode, model) {
   const { prefill_lengths, decode_contexts, decode_tokens, reps } = config.measure;
   const prompts = config.promptTexts;
   const lines = [];
+  // Imported here: an unattended pywebgpu-only run need not ship wllama.
+  const { Wllama } = await import("./vendor/wllama/index.js");
   const wllama = new Wllama(
     { default: new URL("vendor/wllama/wasm/wllama.wasm", import.meta.url).href },
     { logger: collectingLogger(lines) },
@@ -190,3 +193,14 @@ window.runBench = async (config) => {
   return result;
 };
 document.body.dataset.ready = "1";
+
+if (new URLSearchParams(location.search).has("unattended")) {
+  const report = (body) => fetch("unattended/report", { method: "POST", body: JSON.stringify(body) });
+  fetch("unattended/config.json")
+    .then((response) => response.json())
+    .then(window.runBench)
+    .then(
+      (result) => report({ result }),
+      (error) => report({ error: String(error?.stack || error) }),
+    );
+}

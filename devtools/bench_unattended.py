@@ -1,0 +1,110 @@
+"""pywebgpu's side of the speed benchmark (devtools/bench.py) in the browser, where no
+Playwright drives it: a GPU machine with only a bare Chromium build (see BENCHMARKS.md).
+Serves web/ on 127.0.0.1, starts Chromium on bench.html?unattended, which fetches its
+config from this server and POSTs back the result; writes the same JSON report as
+devtools/bench.py (pywebgpu-browser alone: no peer).
+
+    python -m devtools.bench_unattended --chromium PATH --model MANIFEST --out REPORT.json \\
+        [--chromium-flag=--use-angle=vulkan ...] [--reps N] [--decode-tokens N] ...
+
+Needs the web bundle (web/vendor/pyodide, web/vendor/wheels) built beforehand; the
+standard library and pywebgpu only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import queue
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import model_bench
+from .bench import PROMPT_TEXT, ROOT, compare, format_table, machine, model_tokenizer, prompts, table_rows
+from .bundle import WEB
+from .server import WebServer
+
+# Beyond the flags the caller gives (those that pick the GPU): no network, no first-run UI.
+BASE_FLAGS = ["--headless", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devtools.bench_unattended", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chromium", required=True, help="the Chromium (or chromium-headless-shell) binary")
+    parser.add_argument("--chromium-flag", action="append", default=[], help="a flag for Chromium (repeat)")
+    parser.add_argument("--model", type=Path, required=True, help="the manifest of the model to run")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--decode-tokens", type=int, default=32)
+    parser.add_argument("--prefill", default="128,512")
+    parser.add_argument("--contexts", default="128,1024")
+    parser.add_argument("--kernel-set", choices=["cpu", "gpu"])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--timeout", type=float, default=500, help="seconds to wait for the page's report")
+    args = parser.parse_args(argv)
+
+    prefill_lengths = [int(n) for n in args.prefill.split(",")]
+    decode_contexts = [int(n) for n in args.contexts.split(",")]
+    tokens, _ = prompts(model_tokenizer(args.model), prefill_lengths + decode_contexts)
+    measure = {
+        "prompt_tokens": tokens,
+        "prefill_lengths": prefill_lengths,
+        "decode_contexts": decode_contexts,
+        "decode_tokens": args.decode_tokens,
+        "reps": args.reps,
+        "kernel_set": args.kernel_set,
+    }
+    config = {
+        "manifestUrl": f"bench-model/{args.model.name}",
+        "pythonSource": Path(model_bench.__file__).read_text(),
+        "measure": measure,
+        "pywebgpu": True,
+        "wllamaModes": [],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    reports: queue.Queue = queue.Queue()
+    started = time.perf_counter()
+    # Chromium's helper processes may still write its profile as it goes.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as scratch:
+        (Path(scratch) / "config.json").write_text(json.dumps(config))
+        mounts = {"/bench-model/": args.model.parent, "/unattended/": Path(scratch)}
+        with WebServer(WEB, mounts=mounts, post_handlers={"/unattended/report": reports.put}) as server:
+            command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench.html?unattended"]
+            with open(args.out.with_suffix(".chromium.log"), "w") as chromium_log:
+                browser = subprocess.Popen(command, stdout=chromium_log, stderr=subprocess.STDOUT)
+                try:
+                    body = reports.get(timeout=args.timeout)
+                except queue.Empty:
+                    raise SystemExit(f"no report from the page in {args.timeout:.0f} s (see {chromium_log.name})") from None
+                finally:
+                    browser.kill()
+                    browser.wait()
+    answer = json.loads(body)
+    if "error" in answer:
+        raise SystemExit(f"the page failed: {answer['error']}")
+    page = answer["result"]
+    sides = {"pywebgpu-browser": page["pywebgpu"]}
+    table = compare(sides, table_rows(prefill_lengths, decode_contexts), peers=())
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([sys.executable, "-m", "devtools.bench_unattended", *(sys.argv[1:] if argv is None else argv)]),
+        "duration_s": time.perf_counter() - started,
+        "machine": machine(),
+        "browser": {"name": "Chromium (headless, unattended)", "user_agent": page["userAgent"], "cross_origin_isolated": page["crossOriginIsolated"]},
+        "browser_adapter": page["adapter"],
+        "model": {"pywebgpu": json.loads(args.model.read_text())["pte"]},
+        "settings": {k: v for k, v in measure.items() if k != "prompt_tokens"} | {"prompt_source": str(PROMPT_TEXT.relative_to(ROOT))},
+        "table": table,
+        "results": sides,
+    }
+    print(format_table(table))
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
