@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import js
+from pyodide.code import run_js
 from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
 
 from .device import (
@@ -20,6 +21,30 @@ from .device import (
 )
 
 _MAP_MODE_READ = 1  # GPUMapMode.READ
+
+# Records and submits a whole command list in one call from Python: a Python→JS call costs
+# microseconds, and a decode step makes three per dispatch otherwise. Commands:
+# [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
+# [1, src, srcOffset, dst, dstOffset, size] (copy).
+_ENCODE_AND_SUBMIT_JS = """
+(device, commands) => {
+  const encoder = device.createCommandEncoder();
+  let pass = null;
+  for (const c of commands) {
+    if (c[0] === 0) {
+      if (pass === null) pass = encoder.beginComputePass();
+      pass.setPipeline(c[1]);
+      pass.setBindGroup(0, c[2]);
+      pass.dispatchWorkgroups(c[3], c[4], c[5]);
+    } else {
+      if (pass !== null) { pass.end(); pass = null; }
+      encoder.copyBufferToBuffer(c[1], c[2], c[3], c[4], c[5]);
+    }
+  }
+  if (pass !== null) pass.end();
+  device.queue.submit([encoder.finish()]);
+}
+"""
 
 
 def _js(value):
@@ -63,6 +88,15 @@ class BrowserDevice(Device):
         raw.lost.then(self._on_lost)
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
+        self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
+        # The JS copy of the last command list submitted, by the Python objects it names:
+        # a decode step repeats the previous one's list, which then crosses over no more.
+        self._last_commands = (None, None)
+
+    def _submit_commands(self, key: tuple, commands: list):
+        if key != self._last_commands[0]:
+            self._last_commands = (key, _js(commands))
+        self._encode_and_submit(self.raw, self._last_commands[1])
 
     def _js_bytes_length(self, data):
         return data.byteLength if isinstance(data, JsProxy) else None
@@ -146,28 +180,21 @@ class BrowserDevice(Device):
 
 
 class BrowserRecorder(Recorder):
+    """Collects commands; `submit` hands them to JS in one call (see _ENCODE_AND_SUBMIT_JS)."""
+
     def __init__(self, device: BrowserDevice):
         self._device = device
-        self._encoder = device.raw.createCommandEncoder()
-        self._pass = None
+        self._commands = []
+        self._key = []  # the same commands by their Python objects (compared by identity)
 
     def dispatch(self, pipeline, bind_group, x, y=1, z=1):
         check_grid(pipeline.label, x, y, z)
-        if self._pass is None:
-            self._pass = self._encoder.beginComputePass()
-        self._pass.setPipeline(pipeline.handle)
-        self._pass.setBindGroup(0, bind_group.handle)
-        self._pass.dispatchWorkgroups(x, y, z)
+        self._commands.append((0, pipeline.handle, bind_group.handle, x, y, z))
+        self._key.append((0, pipeline, bind_group, x, y, z))
 
     def copy(self, src, dst, size, src_offset=0, dst_offset=0):
-        self._end_pass()
-        self._encoder.copyBufferToBuffer(src.handle, src_offset, dst.handle, dst_offset, size)
-
-    def _end_pass(self):
-        if self._pass is not None:
-            self._pass.end()
-            self._pass = None
+        self._commands.append((1, src.handle, src_offset, dst.handle, dst_offset, size))
+        self._key.append((1, src, src_offset, dst, dst_offset, size))
 
     def submit(self):
-        self._end_pass()
-        self._device._queue.submit(_js([self._encoder.finish()]))
+        self._device._submit_commands(tuple(self._key), self._commands)
