@@ -193,29 +193,21 @@ def machine() -> dict:
     return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_measure_options(parser: argparse.ArgumentParser):
+    """The options of what model_bench.measure does (shared with devtools.bench_unattended)."""
     parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (default 3); medians are reported")
     parser.add_argument("--decode-tokens", type=int, default=32, help="greedy tokens decoded per measurement (default 32)")
     parser.add_argument("--prefill", default="128,512", help="prompt lengths timed for prefill (default 128,512)")
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
-    parser.add_argument("--sides", default=",".join(SIDES), help=f"what to run, comma-separated (default: all of {','.join(SIDES)})")
     parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's linear kernels for CPU adapters or for GPUs (default: by adapter)")
-    parser.add_argument("--model", type=Path, default=MANIFEST, help="manifest of the model pywebgpu-native runs (default: the bundled SmolLM2)")
-    parser.add_argument("--out", type=Path, help="write the JSON report here (e.g. bench-results/NAME.json)")
-    parser.add_argument("--timeout", type=float, default=7200, help="browser run time limit, seconds")
-    args = parser.parse_args(argv)
 
+
+def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
+    """model_bench.measure's settings from `add_measure_options`' options, and the text
+    of each prompt (for wllama)."""
     prefill_lengths = [int(n) for n in args.prefill.split(",")]
     decode_contexts = [int(n) for n in args.contexts.split(",")]
-    sides_wanted = args.sides.split(",")
-    if unknown := set(sides_wanted) - set(SIDES):
-        parser.error(f"unknown sides {sorted(unknown)}; choose from {','.join(SIDES)}")
-    in_browser = [side for side in sides_wanted if side != "pywebgpu-native"]
-    if args.model != MANIFEST and in_browser:
-        parser.error("--model is for --sides pywebgpu-native (the browser page serves the bundled model)")
-    tokenizer = model_tokenizer(args.model)
-    tokens, prompt_texts = prompts(tokenizer, prefill_lengths + decode_contexts)
+    tokens, prompt_texts = prompts(model_tokenizer(manifest), prefill_lengths + decode_contexts)
     measure = {
         "prompt_tokens": tokens,
         "prefill_lengths": prefill_lengths,
@@ -224,6 +216,27 @@ def main(argv=None) -> int:
         "reps": args.reps,
         "kernel_set": args.kernel_set,
     }
+    return measure, prompt_texts
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devtools.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_measure_options(parser)
+    parser.add_argument("--sides", default=",".join(SIDES), help=f"what to run, comma-separated (default: all of {','.join(SIDES)})")
+    parser.add_argument("--model", type=Path, default=MANIFEST, help="manifest of the model pywebgpu-native runs (default: the bundled SmolLM2)")
+    parser.add_argument("--out", type=Path, help="write the JSON report here (e.g. bench-results/NAME.json)")
+    parser.add_argument("--timeout", type=float, default=7200, help="browser run time limit, seconds")
+    args = parser.parse_args(argv)
+
+    sides_wanted = args.sides.split(",")
+    if unknown := set(sides_wanted) - set(SIDES):
+        parser.error(f"unknown sides {sorted(unknown)}; choose from {','.join(SIDES)}")
+    in_browser = [side for side in sides_wanted if side != "pywebgpu-native"]
+    if args.model != MANIFEST and in_browser:
+        parser.error("--model is for --sides pywebgpu-native (the browser page serves the bundled model)")
+    tokenizer = model_tokenizer(args.model)
+    measure, prompt_texts = measure_config(args, args.model)
+    prefill_lengths, decode_contexts = measure["prefill_lengths"], measure["decode_contexts"]
     started = time.perf_counter()
     sides, browser, gguf = {}, None, None
     if in_browser:

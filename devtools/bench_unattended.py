@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import model_bench
-from .bench import PROMPT_TEXT, ROOT, compare, format_table, machine, model_tokenizer, prompts, table_rows
+from .bench import PROMPT_TEXT, ROOT, add_measure_options, compare, format_table, machine, measure_config, table_rows
 from .bundle import WEB
 from .server import WebServer
 
@@ -37,26 +37,12 @@ def main(argv=None) -> int:
     parser.add_argument("--chromium", required=True, help="the Chromium (or chromium-headless-shell) binary")
     parser.add_argument("--chromium-flag", action="append", default=[], help="a flag for Chromium (repeat)")
     parser.add_argument("--model", type=Path, required=True, help="the manifest of the model to run")
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--decode-tokens", type=int, default=32)
-    parser.add_argument("--prefill", default="128,512")
-    parser.add_argument("--contexts", default="128,1024")
-    parser.add_argument("--kernel-set", choices=["cpu", "gpu"])
+    add_measure_options(parser)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=500, help="seconds to wait for the page's report")
     args = parser.parse_args(argv)
 
-    prefill_lengths = [int(n) for n in args.prefill.split(",")]
-    decode_contexts = [int(n) for n in args.contexts.split(",")]
-    tokens, _ = prompts(model_tokenizer(args.model), prefill_lengths + decode_contexts)
-    measure = {
-        "prompt_tokens": tokens,
-        "prefill_lengths": prefill_lengths,
-        "decode_contexts": decode_contexts,
-        "decode_tokens": args.decode_tokens,
-        "reps": args.reps,
-        "kernel_set": args.kernel_set,
-    }
+    measure, _ = measure_config(args, args.model)
     config = {
         "manifestUrl": f"bench-model/{args.model.name}",
         "pythonSource": Path(model_bench.__file__).read_text(),
@@ -87,7 +73,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"the page failed: {answer['error']}")
     page = answer["result"]
     sides = {"pywebgpu-browser": page["pywebgpu"]}
-    table = compare(sides, table_rows(prefill_lengths, decode_contexts), peers=())
+    table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=())
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, "-m", "devtools.bench_unattended", *(sys.argv[1:] if argv is None else argv)]),
