@@ -115,11 +115,11 @@ class GraphRuntime:
 
     def _plan_memory(self, views: dict[int, int], aliased: set[int]) -> list[tuple[int, list[int]]]:
         """Buffers for the non-constant tensors not in `aliased` (outputs that share a
-        constant's buffer): (size, tensor ids) each. A tensor and the
-        views of it form one group, live from its first use to its last (graph inputs
-        from before the first op, outputs to after the last); groups whose lives do not
-        overlap share a buffer, largest fitting first. (The exporter's mem_obj_ids plan
-        each view as a separate tensor; planning here lets views cost nothing.)"""
+        constant's buffer): (size, tensor ids) each. A tensor and the views of it form one
+        group, live from its first use to its last (graph inputs from before the first
+        op, outputs to after the last); groups whose lives do not overlap share a buffer,
+        the smallest that fits first. (The exporter's mem_obj_ids plan each view as a
+        tensor of its own; planning here lets views cost nothing.)"""
         end = len(self.ops)
         span: dict[int, list[int]] = {}  # group (source tensor id) → [first use, last use]
         members: dict[int, list[int]] = {}
