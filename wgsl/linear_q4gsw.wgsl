@@ -6,9 +6,9 @@
 // scale of (n, group g) is scales[g * scale_stride + n]. K and group_size are multiples
 // of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
 //
-// Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters `gemv`, one
-// thread per output (few rows of x: decode; GEMV_ROWS rows per thread: prefill); on GPUs
-// `gemv_coop` for decode (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
+// Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters one thread
+// per output (`gemv` for decode, `gemv_rows` for prefill); on GPUs `gemv_coop` for decode
+// (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
 override HAS_BIAS: bool = false;
 
 struct Params {
@@ -47,20 +47,51 @@ fn with_bias(value: f32, n: u32) -> f32 {
   return value;
 }
 
-// --- gemv: one thread computes one output for GEMV_ROWS rows of x ---------------------
-// No shared memory and no barriers: each thread walks its own weight row word by word,
-// unpacks each word once and applies it to its rows of x (read by every thread, so they
-// stay in cache). Workgroups that reduce over K with barriers cost far more than the
+// --- gemv, gemv_rows: one thread per output, no shared memory, no barriers -------------
+// Each thread walks its own weight row word by word; the x rows are read by every thread
+// and stay in cache. Workgroups that reduce over K with barriers cost far more than the
 // arithmetic on CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's
-// invocations one SIMD batch after another. GEMV_ROWS = 1 is the decode kernel; more rows
-// per thread is the prefill kernel of those adapters (real GPUs use `gemm`).
-// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs, z = ceil(m / GEMV_ROWS).
+// invocations one SIMD batch after another. `gemv` computes one row of x per thread
+// (decode; scalar accumulators: SwiftShader spills private arrays, which made it ~1.8x
+// slower), `gemv_rows` GEMV_ROWS rows (prefill on those adapters: each unpacked word is
+// used GEMV_ROWS times).
+// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs; z = m (gemv) or
+// ceil(m / GEMV_ROWS) (gemv_rows).
 const GEMV_THREADS: u32 = 64u;
-const MAX_GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS_PREFILL at most
-override GEMV_ROWS: u32 = 1u;
+const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
+
+fn dot_q4(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+  return dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
+}
 
 @compute @workgroup_size(GEMV_THREADS)
 fn gemv(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let n = (wg.x + wg.y * groups.x) * GEMV_THREADS + lid;
+  if (n >= p.n) {
+    return;
+  }
+  let m = wg.z;
+  let x_row = m * (p.k / 4u);
+  let row = n * p.weight_row_words;
+  let words_per_group = p.group_size / 8u;
+  var total = 0.0;
+  for (var first = 0u; first < p.k / 8u; first += words_per_group) {
+    // One group: its words share a scale, applied once to their sum.
+    var group_sum = 0.0;
+    for (var w = first; w < first + words_per_group; w++) {
+      group_sum += dot_q4(weights[row + w], x[x_row + 2u * w], x[x_row + 2u * w + 1u]);
+    }
+    total += group_sum * scales[(first / words_per_group) * p.scale_stride + n];
+  }
+  out[m * p.n + n] = with_bias(total, n);
+}
+
+@compute @workgroup_size(GEMV_THREADS)
+fn gemv_rows(
   @builtin(local_invocation_index) lid: u32,
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
@@ -73,26 +104,21 @@ fn gemv(
   let row = n * p.weight_row_words;
   let words_per_group = p.group_size / 8u;
   // Rows past m repeat the last row (in bounds, never written).
-  var x_rows: array<u32, MAX_GEMV_ROWS>;
+  var x_rows: array<u32, GEMV_ROWS>;
   for (var r = 0u; r < GEMV_ROWS; r++) {
     x_rows[r] = min(m0 + r, p.m - 1u) * (p.k / 4u);
   }
-  var total: array<f32, MAX_GEMV_ROWS>;
-  var group_sum: array<f32, MAX_GEMV_ROWS>;
+  var total: array<f32, GEMV_ROWS>;
+  var group_sum: array<f32, GEMV_ROWS>;
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    // One group: its words share a scale, applied once to their sum. (Zeroed by hand:
-    // naga does not re-initialize a `var` declared inside a loop on each iteration.)
+    // Zeroed by hand: naga does not re-initialize a `var` declared inside a loop.
     for (var r = 0u; r < GEMV_ROWS; r++) {
       group_sum[r] = 0.0;
     }
     for (var w = first; w < first + words_per_group; w++) {
       let word = weights[row + w];
-      let q_even = q4_even(word);
-      let q_odd = q4_odd(word);
       for (var r = 0u; r < GEMV_ROWS; r++) {
-        let xa = x[x_rows[r] + 2u * w];
-        let xb = x[x_rows[r] + 2u * w + 1u];
-        group_sum[r] += dot(q_even, vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q_odd, vec4<f32>(xa.y, xa.w, xb.y, xb.w));
+        group_sum[r] += dot_q4(word, x[x_rows[r] + 2u * w], x[x_rows[r] + 2u * w + 1u]);
       }
     }
     let scale = scales[(first / words_per_group) * p.scale_stride + n];

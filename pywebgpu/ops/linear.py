@@ -34,11 +34,11 @@ GEMV_MAX_ROWS = 4
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
 # and one thread per output walking its own weight row (`gemv`) is fastest; up to
-# CPU_GEMV_MAX_ROWS rows of x, `gemv` with GEMV_ROWS_PREFILL rows per thread also beats
+# CPU_GEMV_MAX_ROWS rows of x, `gemv_rows` (GEMV_ROWS rows per thread) also beats
 # the tiled GEMM, which pads M to its 64-row tiles (SwiftShader, SmolLM2: 16 rows 12 s vs
 # 31 s, 64 rows 48 s vs 45 s). GPUs want coalesced weight reads: a team of threads per
 # output (`gemv_coop`), and the tiled `gemm` for every prefill.
-GEMV_ROWS_PREFILL = 8  # at most the kernel's MAX_GEMV_ROWS
+GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 CPU_GEMV_MAX_ROWS = 48
 # None: kernels for the device's adapter kind; "cpu" or "gpu" forces that kind's kernels
 # (the tests run both on every adapter; the benchmark can compare them).
@@ -94,14 +94,8 @@ class LinearQ4gsw(OpHandler):
         bias = self.bias.buffer if self.bias is not None else self.scales.buffer
         buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params]
         self.kernels = {}
-        for kernel, entry_point, rows in (
-            ("gemv", "gemv", 1),
-            ("gemv_rows", "gemv", GEMV_ROWS_PREFILL),
-            ("gemv_coop", "gemv_coop", None),
-            ("gemm", "gemm", None),
-        ):
-            kernel_constants = constants if rows is None else {**constants, "GEMV_ROWS": rows}
-            pipeline = await self.make_pipeline("linear_q4gsw", kernel_constants, entry_point=entry_point)
+        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemm"):
+            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
             self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
 
     def resize(self):
@@ -117,7 +111,7 @@ class LinearQ4gsw(OpHandler):
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), self.m)
         elif self.kernel == "gemv_rows":
-            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS_PREFILL))
+            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         else:
