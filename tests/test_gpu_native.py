@@ -13,8 +13,12 @@ from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
 pytestmark = pytest.mark.native
 
 
+# One loop of the module's own: other tests' asyncio.run() leaves no current loop behind.
+_loop = asyncio.new_event_loop()
+
+
 def run(coro):
-    return asyncio.get_event_loop_policy().get_event_loop().run_until_complete(coro)
+    return _loop.run_until_complete(coro)
 
 
 def expected_pattern_sha256(n_bytes):
