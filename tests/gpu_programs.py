@@ -95,7 +95,5 @@ async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
     n = len(logits_bytes) // 4
     reducer = TopK(d, logits, n)
     await reducer.build()
-    recorder = d.record()
-    reducer.record(recorder, n, k, penalty, penalized_ids)
-    d.submit(recorder)
+    d.submit(reducer.prepare(n, k, penalty, penalized_ids))
     return [list(pair) for pair in await reducer.read(k)]

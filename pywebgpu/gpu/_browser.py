@@ -17,20 +17,19 @@ from .device import (
     Recorder,
     ShaderError,
     _as_bytes_view,
-    check_grid,
 )
 
 _MAP_MODE_READ = 1  # GPUMapMode.READ
 
-# Records and submits a whole command list in one call from Python: a Python→JS call costs
+# Encodes and submits whole command lists in one call from Python: a Python→JS call costs
 # microseconds, and a decode step makes three per dispatch otherwise. Commands:
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
 # [1, src, srcOffset, dst, dstOffset, size] (copy).
 _ENCODE_AND_SUBMIT_JS = """
-(device, commands) => {
+(device, ...lists) => {
   const encoder = device.createCommandEncoder();
   let pass = null;
-  for (const c of commands) {
+  for (const commands of lists) for (const c of commands) {
     if (c[0] === 0) {
       if (pass === null) pass = encoder.beginComputePass();
       pass.setPipeline(c[1]);
@@ -89,14 +88,14 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
-        # The JS copy of the last command list submitted, by the Python objects it names:
-        # a decode step repeats the previous one's list, which then crosses over no more.
-        self._last_commands = (None, None)
 
-    def _submit_commands(self, key: tuple, commands: list):
-        if key != self._last_commands[0]:
-            self._last_commands = (key, _js(commands))
-        self._encode_and_submit(self.raw, self._last_commands[1])
+    def _raw_submit(self, recorders):
+        # A recorder submitted again unchanged (a graph's schedule, every token) reuses its
+        # JS array: only the call itself crosses over.
+        for recorder in recorders:
+            if recorder.backend_form is None:
+                recorder.backend_form = _js([_js_command(c) for c in recorder.commands])
+        self._encode_and_submit(self.raw, *(recorder.backend_form for recorder in recorders))
 
     def _js_bytes_length(self, data):
         return data.byteLength if isinstance(data, JsProxy) else None
@@ -168,9 +167,6 @@ class BrowserDevice(Device):
             )
         )
 
-    def _raw_recorder(self):
-        return BrowserRecorder(self)
-
     async def _raw_synchronize(self):
         try:
             await self._queue.onSubmittedWorkDone()
@@ -179,22 +175,9 @@ class BrowserDevice(Device):
             raise DeviceLostError(f"waiting for the GPU failed: {error}") from None
 
 
-class BrowserRecorder(Recorder):
-    """Collects commands; `submit` hands them to JS in one call (see _ENCODE_AND_SUBMIT_JS)."""
-
-    def __init__(self, device: BrowserDevice):
-        self._device = device
-        self._commands = []
-        self._key = []  # the same commands by their Python objects (compared by identity)
-
-    def dispatch(self, pipeline, bind_group, x, y=1, z=1):
-        check_grid(pipeline.label, x, y, z)
-        self._commands.append((0, pipeline.handle, bind_group.handle, x, y, z))
-        self._key.append((0, pipeline, bind_group, x, y, z))
-
-    def copy(self, src, dst, size, src_offset=0, dst_offset=0):
-        self._commands.append((1, src.handle, src_offset, dst.handle, dst_offset, size))
-        self._key.append((1, src, src_offset, dst, dst_offset, size))
-
-    def submit(self):
-        self._device._submit_commands(tuple(self._key), self._commands)
+def _js_command(command):
+    if command[0] == Recorder.DISPATCH:
+        kind, pipeline, bind_group, x, y, z = command
+        return (kind, pipeline.handle, bind_group.handle, x, y, z)
+    kind, src, src_offset, dst, dst_offset, size = command
+    return (kind, src.handle, src_offset, dst.handle, dst_offset, size)

@@ -15,7 +15,6 @@ from .device import (
     ShaderError,
     _as_bytes_view,
     _normalize_feature,
-    check_grid,
 )
 
 
@@ -107,8 +106,32 @@ class NativeDevice(Device):
         except wgpu.GPUError as error:
             raise GPUError(f"bind group for kernel {label!r}: {error}") from None
 
-    def _raw_recorder(self):
-        return NativeRecorder(self)
+    def _raw_submit(self, recorders):
+        encoder = self.raw.create_command_encoder()
+        compute_pass = None
+        label = ""
+        for recorder in recorders:
+            for command in recorder.commands:
+                if command[0] == Recorder.DISPATCH:
+                    _, pipeline, bind_group, x, y, z = command
+                    if compute_pass is None:
+                        compute_pass = encoder.begin_compute_pass()
+                    compute_pass.set_pipeline(pipeline.handle)
+                    compute_pass.set_bind_group(0, bind_group.handle)
+                    compute_pass.dispatch_workgroups(x, y, z)
+                    label = pipeline.label
+                else:
+                    _, src, src_offset, dst, dst_offset, size = command
+                    if compute_pass is not None:
+                        compute_pass.end()
+                        compute_pass = None
+                    encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
+        if compute_pass is not None:
+            compute_pass.end()
+        try:
+            self._queue.submit([encoder.finish()])
+        except wgpu.GPUError as error:
+            raise GPUError(f"submitting work (last kernel {label!r}): {error}") from None
 
     async def _raw_synchronize(self):
         # A readback waits for all earlier submissions. (wgpu 0.32's
@@ -116,36 +139,3 @@ class NativeDevice(Device):
         if self._sync_buffer is None:
             self._sync_buffer = self.raw.create_buffer(size=4, usage=STORAGE_USAGE, label="synchronize")
         self._queue.read_buffer(self._sync_buffer, 0, 4)
-
-
-class NativeRecorder(Recorder):
-    def __init__(self, device: NativeDevice):
-        self._device = device
-        self._encoder = device.raw.create_command_encoder()
-        self._pass = None
-        self._last_label = ""
-
-    def dispatch(self, pipeline, bind_group, x, y=1, z=1):
-        check_grid(pipeline.label, x, y, z)
-        if self._pass is None:
-            self._pass = self._encoder.begin_compute_pass()
-        self._pass.set_pipeline(pipeline.handle)
-        self._pass.set_bind_group(0, bind_group.handle)
-        self._pass.dispatch_workgroups(x, y, z)
-        self._last_label = pipeline.label
-
-    def copy(self, src, dst, size, src_offset=0, dst_offset=0):
-        self._end_pass()
-        self._encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
-
-    def _end_pass(self):
-        if self._pass is not None:
-            self._pass.end()
-            self._pass = None
-
-    def submit(self):
-        self._end_pass()
-        try:
-            self._device._queue.submit([self._encoder.finish()])
-        except wgpu.GPUError as error:
-            raise GPUError(f"submitting work (last kernel {self._last_label!r}): {error}") from None

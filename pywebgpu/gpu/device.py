@@ -247,13 +247,15 @@ class Device:
 
     # --- recording and submission --------------------------------------------------
     def record(self) -> "Recorder":
+        """An empty command list to record into and hand to `submit`."""
         self._check_alive()
-        return self._raw_recorder()
+        return Recorder()
 
-    def submit(self, recorder: "Recorder"):
+    def submit(self, *recorders: "Recorder"):
+        """Run the recorders' commands, in order, as one command buffer."""
         self._check_alive()
         self._raise_pending_errors()
-        recorder.submit()
+        self._raw_submit(recorders)
 
     async def synchronize(self):
         """Wait until all submitted work is done; raise any error it produced."""
@@ -300,7 +302,7 @@ class Device:
     def _raw_bind_group(self, pipeline, entries, label):
         raise NotImplementedError
 
-    def _raw_recorder(self) -> "Recorder":
+    def _raw_submit(self, recorders):
         raise NotImplementedError
 
     async def _raw_synchronize(self):
@@ -308,17 +310,32 @@ class Device:
 
 
 class Recorder:
-    """Records dispatches and copies into one command buffer.
+    """A list of dispatches and copies, recorded in Python and submitted whole, as often
+    as wanted: a graph records its schedule once and submits the same list every token.
 
     Consecutive dispatches share one compute pass (WebGPU orders their storage accesses);
-    a copy ends the pass.
+    a copy ends the pass. `commands` holds (DISPATCH, pipeline, bind group, x, y, z) and
+    (COPY, src, src offset, dst, dst offset, size) tuples.
     """
 
+    DISPATCH = 0
+    COPY = 1
+
+    def __init__(self):
+        self.commands: list[tuple] = []
+        # The backend's own form of `commands` (in the browser, a JS array), made at the
+        # first submit and kept while nothing is added.
+        self.backend_form = None
+
     def dispatch(self, pipeline: Pipeline, bind_group: BindGroup, x: int, y: int = 1, z: int = 1):
-        raise NotImplementedError
+        check_grid(pipeline.label, x, y, z)
+        self.commands.append((self.DISPATCH, pipeline, bind_group, x, y, z))
+        self.backend_form = None
 
     def copy(self, src: Buffer, dst: Buffer, size: int, src_offset: int = 0, dst_offset: int = 0):
-        raise NotImplementedError
+        self.commands.append((self.COPY, src, src_offset, dst, dst_offset, size))
+        self.backend_form = None
 
-    def submit(self):
-        raise NotImplementedError
+    def extend(self, commands):
+        self.commands.extend(commands)
+        self.backend_form = None

@@ -6,9 +6,11 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `view_of()` names an (output, input) pair holding the same bytes: the graph lets the
   output share the input's buffer where no other tensor reuses that memory meanwhile;
 - `build()` creates pipelines, parameter buffers and bind groups, once;
-- `resize()` runs before every execution: derive output live sizes from input live sizes
-  and SymInts, and rewrite parameters only when they changed;
-- `record()` adds the op's dispatches to the command recorder.
+- `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
+  arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
+  It must depend on nothing else: the runtime calls it only when one of those changed;
+- `record()` adds the op's dispatches to a recorder, from the state `resize` left (the
+  runtime keeps the commands and re-records only after a resize).
 """
 
 from __future__ import annotations
@@ -98,9 +100,18 @@ class OpHandler:
     def set_sizes(self, tensor: Tensor, sizes):
         """Set an output's live sizes, refusing sizes above what its buffer was planned for."""
         sizes = tuple(int(s) for s in sizes)
+        if sizes == tensor.sizes:
+            return
         if len(sizes) != len(tensor.max_sizes) or any(s > m or s < 0 for s, m in zip(sizes, tensor.max_sizes)):
             self.fail(f"output {tensor.label} would be {list(sizes)}, beyond its planned bound {list(tensor.max_sizes)}")
         tensor.sizes = sizes
+        self.graph.value_changed(tensor.id)
+
+    def set_symint(self, symint: SymInt, value: int):
+        """Set a SymInt output's value (its readers are resized when it changes)."""
+        if value != symint.value:
+            symint.value = value
+            self.graph.value_changed(symint.id)
 
     # --- GPU helpers -----------------------------------------------------------------
     async def make_pipeline(self, kernel: str, constants: dict | None = None, entry_point: str = "main"):

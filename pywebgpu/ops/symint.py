@@ -21,7 +21,7 @@ class SymSize(OpHandler):
         self.dim = self.normalize_dim(self.int_arg(1), len(self.src.max_sizes))
 
     def resize(self):
-        self.out.value = self.src.sizes[self.dim]
+        self.set_symint(self.out, self.src.sizes[self.dim])
 
 
 @register(*_ARITHMETIC)
@@ -35,7 +35,7 @@ class SymArithmetic(OpHandler):
         a, b = self.int_arg(0), self.int_arg(1)
         if self.name == "floordiv" and b == 0:
             self.fail("division by zero")
-        self.out.value = self.function(a, b)
+        self.set_symint(self.out, self.function(a, b))
 
 
 @register("et_vk.select_as_symint.default")
@@ -59,5 +59,5 @@ class SelectAsSymInt(OpHandler):
         # Only a selection that leaves a single element makes a scalar.
         if self.src.numel != sizes[dim]:
             self.fail(f"select_as_symint on {list(sizes)} does not give a single element")
-        self.out.value = int(self.src.host_values[index * stride])
+        self.set_symint(self.out, int(self.src.host_values[index * stride]))
 

@@ -30,6 +30,8 @@ class TopK:
         self.params = device.create_buffer(32, UNIFORM_USAGE, "top_k.params")
         self.penalized_ids = device.create_buffer(4 * PENALIZED_MAX, STORAGE_USAGE, "top_k.penalized_ids")
         self._last_params = None
+        self._recorder = None
+        self._recorded_grids = None
 
     async def build(self):
         source = load_wgsl("topk")
@@ -42,8 +44,9 @@ class TopK:
         self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
         self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.penalized_ids})
 
-    def record(self, recorder, n: int, k: int, penalty: float = 1.0, penalized_ids=()):
-        """Add the passes to `recorder` for the first `n` logits."""
+    def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=()):
+        """Write the parameters for the first `n` logits and return the recorder of the
+        passes to submit after the logits' producer (the same one while the passes are)."""
         if not 1 <= k <= K_MAX:
             raise GPUError(f"top-k: k must be between 1 and {K_MAX}, got {k}")
         if not 1 <= n <= self.max_n:
@@ -57,9 +60,15 @@ class TopK:
             self._last_params = params
         if ids:
             self.device.write_buffer(self.penalized_ids, array.array("I", ids))
-            recorder.dispatch(self.penalty_pass, self.penalty_group, -(-len(ids) // 64))
-        recorder.dispatch(self.chunk_pass, self.chunk_group, -(-n // CHUNK))
-        recorder.dispatch(self.merge_pass, self.merge_group, 1)
+        grids = (-(-len(ids) // 64), -(-n // CHUNK))
+        if grids != self._recorded_grids:
+            self._recorder = self.device.record()
+            if ids:
+                self._recorder.dispatch(self.penalty_pass, self.penalty_group, grids[0])
+            self._recorder.dispatch(self.chunk_pass, self.chunk_group, grids[1])
+            self._recorder.dispatch(self.merge_pass, self.merge_group, 1)
+            self._recorded_grids = grids
+        return self._recorder
 
     async def read(self, k: int) -> list[tuple[float, int]]:
         """The k picks of the last recorded run: (logit, token id), largest first."""

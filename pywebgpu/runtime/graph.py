@@ -3,11 +3,18 @@
 load → build (buffers, pipelines, bind groups, once) → execute (set input data and live
 sizes, propagate resizes, record, submit, read outputs). One built graph serves every
 sequence length up to the exported bound: prefill and decode run the same graph.
+
+Execution redoes only what changed: an op is resized when a value it reads (a tensor's
+live sizes or data on the host, a SymInt) changed since its last resize, and re-recorded
+only then; the schedule (every op's commands) is rebuilt only when some op's commands
+differ. A decode step thus resizes the few ops that read the position, rewrites their
+parameters, and submits the same command list as the step before.
 """
 
 from __future__ import annotations
 
 import array
+import heapq
 from dataclasses import dataclass
 
 from .. import pte
@@ -46,9 +53,19 @@ class GraphRuntime:
         self.inputs = [None if i is None else self._io_tensor(i, "input") for i in graph.method_input_ids]
         self.outputs = [self._io_tensor(i, "output") for i in graph.method_output_ids]
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
+        self._consumers = self._find_consumers()
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
         self.built = False
+        # Incremental execution (see the module docstring): ops to resize (a heap of op
+        # indexes, and the same as a set), the op being resized, ops to re-record, each
+        # op's last commands, and the schedule made of them.
+        self._stale_heap: list[int] = []
+        self._stale: set[int] = set()
+        self._resizing = -1
+        self._to_record: list[int] = []
+        self._op_commands: list[list] = [[] for _ in self.ops]
+        self._schedule = None
 
     # --- values ----------------------------------------------------------------------
     @staticmethod
@@ -74,6 +91,20 @@ class GraphRuntime:
             raise registry.OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
         return value
 
+    def _find_consumers(self) -> dict[int, list[int]]:
+        """value id → indexes of the ops whose arguments name it (directly or in a list)."""
+        consumers: dict[int, list[int]] = {}
+        for op in self.ops:
+            for arg in op.args:
+                value = self.values[arg]
+                ids = value.items if isinstance(value, ValueList) else [arg]
+                for value_id in ids:
+                    if isinstance(self.values[value_id], (Tensor, SymInt)):
+                        users = consumers.setdefault(value_id, [])
+                        if not users or users[-1] != op.index:
+                            users.append(op.index)
+        return consumers
+
     def int_value(self, value_id: int, op) -> int:
         value = self.values[value_id]
         if isinstance(value, SymInt):
@@ -98,6 +129,7 @@ class GraphRuntime:
             self.values[out_id].buffer = self.values[in_id].buffer
         for op in self.ops:
             await op.build()
+        self._mark_all_stale()
         self.built = True
 
     def _view_sources(self) -> dict[int, int]:
@@ -191,6 +223,19 @@ class GraphRuntime:
             self.device.write_buffer(buffer, data)
             self._last_written[id(buffer)] = data
 
+    def _mark_all_stale(self):
+        self._stale_heap = list(range(len(self.ops)))
+        self._stale = set(self._stale_heap)
+        self._schedule = None
+
+    def value_changed(self, value_id: int):
+        """Note that a value's live sizes, host data or SymInt value changed: the ops after
+        the one being resized that read it are resized in this run."""
+        for index in self._consumers.get(value_id, ()):
+            if index > self._resizing and index not in self._stale:
+                self._stale.add(index)
+                heapq.heappush(self._stale_heap, index)
+
     def set_inputs(self, inputs):
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
@@ -212,20 +257,46 @@ class GraphRuntime:
                 staged = array.array(typecode, values)
             except OverflowError:
                 raise GPUError(f"input {position}: a value does not fit in 32 bits") from None
-            tensor.sizes = shape
-            tensor.host_values = staged.tolist()
+            host_values = staged.tolist()
+            if shape != tensor.sizes or host_values != tensor.host_values:
+                tensor.sizes = shape
+                tensor.host_values = host_values
+                self.value_changed(tensor.id)
             if len(staged):
                 self.device.write_buffer(tensor.buffer, staged)
 
     def propagate_resize(self):
-        for op in self.ops:
-            op.resize()
+        """Resize the stale ops in graph order; each one's changed outputs make their
+        readers stale in turn."""
+        try:
+            while self._stale_heap:
+                index = heapq.heappop(self._stale_heap)
+                self._stale.discard(index)
+                self._resizing = index
+                self.ops[index].resize()
+                self._to_record.append(index)
+        except BaseException:
+            self._mark_all_stale()  # a failed resize leaves its readers unknown: redo all
+            raise
+        finally:
+            self._resizing = -1
 
     def record(self):
-        recorder = self.device.record()
-        for op in self.ops:
-            op.record(recorder)
-        return recorder
+        """The graph's schedule: a recorder of every op's commands, re-recording the ops
+        resized since the last call; the same object while no op's commands change."""
+        changed = self._schedule is None
+        for index in self._to_record:
+            recorder = self.device.record()
+            self.ops[index].record(recorder)
+            if recorder.commands != self._op_commands[index]:
+                self._op_commands[index] = recorder.commands
+                changed = True
+        self._to_record.clear()
+        if changed:
+            self._schedule = self.device.record()
+            for commands in self._op_commands:
+                self._schedule.extend(commands)
+        return self._schedule
 
     def _record_run(self, inputs):
         if not self.built:
@@ -256,14 +327,13 @@ class GraphRuntime:
         """Run the graph and return the k largest values of its first output (a logits
         row) as (value, index) pairs, largest first, reading back only those. Logits of
         `penalized_ids` are first divided (if positive) or multiplied by `penalty`."""
-        recorder = self._record_run(inputs)
+        schedule = self._record_run(inputs)
         logits = self.outputs[0]
         if self._top_k is None:
             top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
             await top_k.build()
             self._top_k = top_k
-        self._top_k.record(recorder, logits.numel, k, penalty, penalized_ids)
-        self.device.submit(recorder)
+        self.device.submit(schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids))
         return await self._top_k.read(k)
 
 
