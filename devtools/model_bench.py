@@ -7,8 +7,8 @@ receives this file's source from devtools/bench.py).
 Every figure comes from the public model API (`LanguageModel.next_token_candidates`,
 greedy, top-k read back from the GPU) with two pieces of instrumentation on the device:
 `submit` is wrapped to note when the program's work has been handed to the GPU (host time
-= step start → submit returned: Python recording, parameter writes, submit), and for one
-untimed step `record` hands out recorders that count dispatches.
+= step start → submit returned: resizes, parameter writes, recording, submit) and how many
+dispatches it held.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from statistics import median
 
+from pywebgpu.gpu import Recorder
 from pywebgpu.runtime import HostTensor
 
 
@@ -23,46 +24,25 @@ def _now() -> float:
     return time.perf_counter()
 
 
+def _dispatches(*recorders) -> int:
+    return sum(1 for recorder in recorders for command in recorder.commands if command[0] == Recorder.DISPATCH)
+
+
 class _SubmitClock:
-    """Wraps `device.submit`: the time the last submit returned."""
+    """Wraps `device.submit`: the time the last submit returned, and the dispatches it
+    handed over."""
 
     def __init__(self, device):
         self.returned_at = None
+        self.dispatches = 0
         submit = device.submit
 
-        def timed_submit(recorder):
-            submit(recorder)
+        def timed_submit(*recorders):
+            submit(*recorders)
             self.returned_at = _now()
+            self.dispatches = _dispatches(*recorders)
 
         device.submit = timed_submit
-
-
-class _DispatchCounter:
-    """While installed, recorders from `device.record` count their dispatches."""
-
-    def __init__(self, device):
-        self.device = device
-        self.count = 0
-
-    def __enter__(self):
-        record = self.device.record
-
-        def counting_record():
-            recorder = record()
-            dispatch = recorder.dispatch
-
-            def counted(*args, **kwargs):
-                self.count += 1
-                return dispatch(*args, **kwargs)
-
-            recorder.dispatch = counted
-            return recorder
-
-        self.device.record = counting_record
-        return self
-
-    def __exit__(self, *exc):
-        del self.device.record  # back to the class's method
 
 
 async def _step(model, tokens, position, clock):
@@ -95,17 +75,17 @@ async def profile_ops(model, tokens, position) -> dict:
     await device.synchronize()
     by_name = {}
     for op in graph.ops:
-        with _DispatchCounter(device) as counter:
-            recorder = device.record()
-            op.record(recorder)
-        if not counter.count:
+        recorder = device.record()
+        op.record(recorder)
+        dispatches = _dispatches(recorder)
+        if not dispatches:
             continue
         started = _now()
         device.submit(recorder)
         await device.synchronize()
         entry = by_name.setdefault(op.name, {"ops": 0, "dispatches": 0, "seconds": 0.0})
         entry["ops"] += 1
-        entry["dispatches"] += counter.count
+        entry["dispatches"] += dispatches
         entry["seconds"] += _now() - started
     return dict(sorted(by_name.items(), key=lambda item: -item[1]["seconds"]))
 
@@ -122,12 +102,10 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
 
     # Warm-up (first-run costs: lazily built top-k reducer, driver caches), and the
     # dispatch counts of a decode step and of a prefill call, untimed.
-    with _DispatchCounter(device) as counter:
-        first, _, _ = await _step(model, prompt_tokens[:8], 0, clock)
-    prefill_dispatches = counter.count
-    with _DispatchCounter(device) as counter:
-        await _step(model, [first], 8, clock)
-    decode_dispatches = counter.count
+    first, _, _ = await _step(model, prompt_tokens[:8], 0, clock)
+    prefill_dispatches = clock.dispatches
+    await _step(model, [first], 8, clock)
+    decode_dispatches = clock.dispatches
 
     result = {
         "adapter": device.adapter.description,

@@ -30,4 +30,4 @@ def browser_results(_python_page):
 def test_op(case, browser_results):
     answer = browser_results[case.id]
     assert "error" not in answer, answer.get("error")
-    check_case(case, answer["results"])
+    check_case(case, answer)

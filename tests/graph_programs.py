@@ -26,7 +26,9 @@ def _host(shape, dtype, data):
 
 async def run_graph(data, runs, kernel_set=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
-    (with linear.FORCE_KERNEL_SET set to `kernel_set` meanwhile)."""
+    (with linear.FORCE_KERNEL_SET set to `kernel_set` meanwhile). Returns {"results":
+    per run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
+    fusion)}."""
     graph = await load(await _get_device(), data)
     results = []
     linear.FORCE_KERNEL_SET = kernel_set
@@ -36,11 +38,11 @@ async def run_graph(data, runs, kernel_set=None):
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
     finally:
         linear.FORCE_KERNEL_SET = None
-    return results
+    return {"results": results, "ops": sorted({op.name for op in graph.ops})}
 
 
 async def run_graphs_from_urls(jobs):
-    """In the page: [[url, runs, kernel_set], ...] → per job {"results": ...} or
+    """In the page: [[url, runs, kernel_set], ...] → per job run_graph's answer or
     {"error": "..."}."""
     import js
 
@@ -50,7 +52,7 @@ async def run_graphs_from_urls(jobs):
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append({"results": await run_graph(await response.arrayBuffer(), runs, kernel_set)})
+            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set))
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

@@ -38,6 +38,9 @@ class OpCase:
     # Forces linear.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
     # kernel sets are tested whatever kind of adapter runs the tests.
     kernel_set: str | None = None
+    # Names of ops the runtime must run (e.g. one its fusion makes), or must not.
+    expect_ops: tuple = ()
+    expect_no_ops: tuple = ()
 
     @property
     def runs(self):
@@ -119,8 +122,14 @@ def decode_outputs(outputs) -> list[torch.Tensor]:
     return [torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape) for shape, data in outputs]
 
 
-def check_case(case: OpCase, results):
-    """Compare pywebgpu's results for every run of `case` with PyTorch."""
+def check_case(case: OpCase, answer):
+    """Compare pywebgpu's results for every run of `case` (graph_programs.run_graph's
+    answer) with PyTorch, and its op list with the case's expectations."""
+    for name in case.expect_ops:
+        assert name in answer["ops"], f"{case.id}: the runtime ran no {name!r} op: {answer['ops']}"
+    for name in case.expect_no_ops:
+        assert name not in answer["ops"], f"{case.id}: the runtime ran a {name!r} op: {answer['ops']}"
+    results = answer["results"]
     assert len(results) == len(case.runs)
     shared_module = reference_module(case) if case.stateful else None
     for run, (inputs, outputs) in enumerate(zip(case.runs, results)):

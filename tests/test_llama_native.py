@@ -12,5 +12,6 @@ pytestmark = pytest.mark.native
 
 def test_tiny_llama_prefill_and_decode(tmp_path_factory):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
-    results = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs))
-    check_trace(trace, results)
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs))
+    assert "silu_mul (fused)" in answer["ops"], answer["ops"]  # the MLP gate runs fused
+    check_trace(trace, answer["results"])

@@ -1,9 +1,11 @@
-// out = f(x), elementwise, f32.
+// out = f(x), elementwise, f32; and silu_mul: out = silu(x) * y, the Llama MLP's gate
+// (sigmoid, mul and mul of the export fused into one dispatch by the runtime).
 override OP: u32 = 0u;  // 0 sigmoid, 1 neg, 2 exp, 3 relu, 4 silu, 5 tanh
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<uniform> numel: vec4<u32>;
+@group(0) @binding(3) var<storage, read> y: array<f32>;  // silu_mul only
 
 fn sigmoid(v: f32) -> f32 {
   // Split by sign so exp never overflows.
@@ -31,4 +33,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     default: { r = tanh(v); }
   }
   out[i] = r;
+}
+
+@compute @workgroup_size(256)
+fn silu_mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * 256u;
+  if (i >= numel.x) {
+    return;
+  }
+  // The unfused ops' order: s = sigmoid(x); t = x * s; out = t * y.
+  let v = x[i];
+  out[i] = (v * sigmoid(v)) * y[i];
 }

@@ -28,11 +28,11 @@ _MAP_MODE_READ = 1  # GPUMapMode.READ
 _ENCODE_AND_SUBMIT_JS = """
 (device, ...lists) => {
   const encoder = device.createCommandEncoder();
-  let pass = null;
+  let pass = null, pipeline = null;
   for (const commands of lists) for (const c of commands) {
     if (c[0] === 0) {
-      if (pass === null) pass = encoder.beginComputePass();
-      pass.setPipeline(c[1]);
+      if (pass === null) { pass = encoder.beginComputePass(); pipeline = null; }
+      if (c[1] !== pipeline) { pass.setPipeline(c[1]); pipeline = c[1]; }
       pass.setBindGroup(0, c[2]);
       pass.dispatchWorkgroups(c[3], c[4], c[5]);
     } else {

@@ -23,6 +23,7 @@ from ..gpu import STORAGE_USAGE, Device, GPUError
 # would be circular.
 from ..ops import load_all_ops, registry
 from ..ops.topk import TopK
+from .fusion import fuse
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
@@ -53,6 +54,7 @@ class GraphRuntime:
         self.inputs = [None if i is None else self._io_tensor(i, "input") for i in graph.method_input_ids]
         self.outputs = [self._io_tensor(i, "output") for i in graph.method_output_ids]
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
+        fuse(self)
         self._consumers = self._find_consumers()
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
@@ -175,8 +177,8 @@ class GraphRuntime:
         for value in self.values:
             if isinstance(value, Tensor) and value.constant is None and value.id not in aliased:
                 group = views.get(value.id, value.id)
-                span.setdefault(group, [-1, end])  # never used by an op: kept apart
-                members.setdefault(group, []).append(value.id)
+                if group in span:  # else nothing reads or writes it (e.g. folded by fusion)
+                    members.setdefault(group, []).append(value.id)
         slots: list[list] = []  # [size, free after op index, tensor ids]
         for group in sorted(members, key=lambda g: span[g]):
             first, last = span[group]

@@ -1,0 +1,72 @@
+"""Rewrites of a graph's op list that cut dispatches, made before memory planning and
+build. A rewrite keeps every op index: ops folded into another become no-ops that name
+no values (so their intermediate tensors get no memory), and the fused op takes the
+place of the last op of its pattern, where all its inputs exist.
+
+- silu · mul: torch exports the Llama MLP's `F.silu(gate) * up` as s = sigmoid(x),
+  t = mul(x, s), out = mul(t, y). Where s and t are read by nothing else, the three
+  become one `SiluMul` (ops/unary.py): two dispatches fewer per layer and token.
+"""
+
+from __future__ import annotations
+
+from ..ops.registry import OpHandler
+from ..ops.unary import SiluMul
+from .values import Tensor, ValueList
+
+
+def fuse(graph) -> None:
+    """Apply every rewrite to `graph.ops` (a GraphRuntime before build)."""
+    _fuse_silu_mul(graph)
+
+
+def _readers(graph) -> dict[int, list[int]]:
+    """value id → indexes of the ops whose arguments name it."""
+    readers: dict[int, list[int]] = {}
+    for op in graph.ops:
+        for arg in op.args:
+            value = graph.values[arg]
+            for value_id in value.items if isinstance(value, ValueList) else [arg]:
+                readers.setdefault(value_id, []).append(op.index)
+    return readers
+
+
+def _is_mul(op) -> bool:
+    return op.name == "aten.mul.Tensor" and len(op.args) == 3
+
+
+def _fold(graph, index: int, into: int):
+    op = graph.ops[index]
+    graph.ops[index] = OpHandler(graph, index, f"{op.name} (fused into #{into})", ())
+
+
+def _fuse_silu_mul(graph):
+    readers = _readers(graph)
+    outputs = {tensor.id for tensor in graph.outputs}
+
+    def only_reader(value_id, index):
+        """The op that alone reads `value_id` (as an input, besides `index` writing it)."""
+        users = [i for i in readers.get(value_id, []) if i != index]
+        return users[0] if len(users) == 1 and value_id not in outputs else None
+
+    for sigmoid in list(graph.ops):
+        if sigmoid.name != "aten.sigmoid.default" or len(sigmoid.args) != 2:
+            continue
+        x, s = sigmoid.args
+        first = only_reader(s, sigmoid.index)
+        if first is None or not _is_mul(graph.ops[first]) or set(graph.ops[first].args[:2]) != {x, s}:
+            continue
+        t = graph.ops[first].args[-1]
+        second = only_reader(t, first)
+        if second is None or not _is_mul(graph.ops[second]):
+            continue
+        a, b = graph.ops[second].args[:2]
+        y, out = (b if a == t else a), graph.ops[second].args[-1]
+        tensors = [graph.values[v] for v in (x, y, out)]
+        if t not in (a, b) or y == t or not all(isinstance(v, Tensor) for v in tensors):
+            continue
+        if not tensors[0].max_sizes == tensors[1].max_sizes == tensors[2].max_sizes:
+            continue  # broadcasting: left to the binary kernel
+        graph.ops[second] = SiluMul(graph, second, "silu_mul (fused)", (x, y, out))
+        _fold(graph, sigmoid.index, second)
+        _fold(graph, first, second)
