@@ -30,15 +30,16 @@ def _dispatches(*recorders) -> int:
 
 class _SubmitClock:
     """Wraps `device.submit`: the time the last submit returned, and the dispatches it
-    handed over."""
+    handed over; while `timer` is set, submits are timed on the GPU with it."""
 
     def __init__(self, device):
         self.returned_at = None
         self.dispatches = 0
+        self.timer = None
         submit = device.submit
 
-        def timed_submit(*recorders):
-            submit(*recorders)
+        def timed_submit(*recorders, timer=None):
+            submit(*recorders, timer=timer or self.timer)
             self.returned_at = _now()
             self.dispatches = _dispatches(*recorders)
 
@@ -63,6 +64,22 @@ async def _decode(model, first_token, position, count, clock):
         walls.append(wall)
         hosts.append(host)
     return tokens, walls, hosts
+
+
+async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float | None:
+    """Median GPU time of `count` decode steps from `position`, from timestamp queries
+    (each step then waits for its own reading: untimed otherwise); None without them."""
+    if "timestamp-query" not in model.graph.device.features:
+        return None
+    clock.timer = model.graph.device.timer()
+    try:
+        token, seconds = first_token, []
+        for offset in range(count):
+            token, _, _ = await _step(model, [token], position + offset, clock)
+            seconds.append(await clock.timer.read_seconds())
+    finally:
+        clock.timer = None
+    return 1000 * median(seconds)
 
 
 async def profile_ops(model, tokens, position) -> dict:
@@ -93,7 +110,8 @@ async def profile_ops(model, tokens, position) -> dict:
 async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print) -> dict:
     """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
     first token) and `decode_tokens` greedy steps after a prompt of each
-    `decode_contexts` length (tok/s, host ms per token); medians over `reps`."""
+    `decode_contexts` length (tok/s, host ms per token, GPU ms per token where the adapter
+    has timestamp queries); medians over `reps`."""
     device = model.graph.device
     clock = _SubmitClock(device)
     needed = max(max(prefill_lengths), max(decode_contexts))
@@ -140,11 +158,15 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
             speeds.append(len(walls) / sum(walls))
             host_ms.append(1000 * median(hosts))
             log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
+        gpu_ms = await _gpu_ms_per_token(model, first, context, decode_tokens, clock)
+        if gpu_ms is not None:
+            log(f"pywebgpu decode @{context}: GPU {gpu_ms:.2f} ms/token (timestamp queries)")
         result["decode"][str(context)] = {
             "context": context,
             "tokens": decode_tokens,
             "tokens_per_s": median(speeds),
             "host_ms_per_token": median(host_ms),
+            "gpu_ms_per_token": gpu_ms,
             "runs_tokens_per_s": speeds,
             "greedy_continuation": [first] + generated,
         }

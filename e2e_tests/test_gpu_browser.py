@@ -10,7 +10,7 @@ import torch
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
 from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
-from test_gpu_native import expected_pattern_sha256
+from test_gpu_native import check_gpu_timer, expected_pattern_sha256
 
 
 @pytest.fixture
@@ -116,6 +116,11 @@ def test_python_in_a_module_worker(python_page):
     assert "swiftshader" in report["adapter"]
     assert report["shape"] == [2, 3]
     assert report["sum"] == [10, 21, 32, 13, 24, 35]
+
+
+def test_gpu_timer_times_submits(programs):
+    features = programs.call("gpu_programs", "adapter_summary")["features"]
+    check_gpu_timer(programs.call("gpu_programs", "gpu_timer"), features)
 
 
 def test_synchronize_waits_for_submitted_work(programs):

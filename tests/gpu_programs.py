@@ -57,6 +57,47 @@ async def big_readback(n_bytes):
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+async def gpu_timer():
+    """Time on the GPU one fill of a 16 MiB buffer, then eight fills split by a copy (two
+    compute passes); each with the wall time from submit to readback. Without the
+    timestamp-query feature: the error device.timer() raises."""
+    import time
+
+    d = await device()
+    if "timestamp-query" not in d.features:
+        try:
+            d.timer()
+        except GPUError as error:
+            return {"error": str(error)}
+        return {"error": None}
+    wgsl = """
+    @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+    @compute @workgroup_size(256)
+    fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+      let i = gid.x + gid.y * n.x * 256u;
+      if (i < arrayLength(&out)) { out[i] = out[i] * 1664525u + i; }
+    }"""
+    n_bytes = 16 * 1024 * 1024
+    buffer = d.create_buffer(n_bytes, label="timed")
+    spare = d.create_buffer(4096, label="spare")
+    pipeline = await d.compute_pipeline(wgsl, label="timed_fill")
+    group = d.bind_group(pipeline, [buffer])
+    timer = d.timer()
+    results = []
+    for fills in (1, 8):
+        recorder = d.record()
+        for index in range(fills):
+            if index == fills // 2 and fills > 1:
+                recorder.copy(buffer, spare, 4096)
+            recorder.dispatch(pipeline, group, *linear_grid(n_bytes // 4, 256))
+        started = time.perf_counter()
+        d.submit(recorder, timer=timer)
+        await d.read_buffer(spare, 0, 4)
+        wall = time.perf_counter() - started
+        results.append({"fills": fills, "gpu_s": await timer.read_seconds(), "wall_s": wall})
+    return {"error": None, "runs": results}
+
+
 async def invalid_kernel():
     """Build a kernel with a WGSL error; returns the exception's type name and message."""
     d = await device()

@@ -59,6 +59,22 @@ def test_out_of_range_write_is_refused():
     assert "overflows buffer 'small'" in message
 
 
+def check_gpu_timer(result, features):
+    """Timed submits: GPU time positive, within the wall time around it, and eight fills
+    (over two passes) take longer than one. Without timestamp queries: a clear error."""
+    if "timestamp-query" not in features:
+        assert "timestamp-query" in result["error"]
+        return
+    one, eight = result["runs"]
+    for run_ in (one, eight):
+        assert 0 < run_["gpu_s"] <= run_["wall_s"], run_
+    assert eight["gpu_s"] > one["gpu_s"], result
+
+
+def test_gpu_timer_times_submits():
+    check_gpu_timer(run(gpu_programs.gpu_timer()), run(gpu_programs.adapter_summary())["features"])
+
+
 def test_synchronize_waits_for_submitted_work():
     assert run(gpu_programs.synchronize_after_work()) == [2.0, 4.0]
 

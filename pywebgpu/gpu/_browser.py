@@ -24,14 +24,33 @@ _MAP_MODE_READ = 1  # GPUMapMode.READ
 # Encodes and submits whole command lists in one call from Python: a Python→JS call costs
 # microseconds, and a decode step makes three per dispatch otherwise. Commands:
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
-# [1, src, srcOffset, dst, dstOffset, size] (copy).
+# [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
+# the first pass's beginning and the last pass's end are written there (see GPUTimer).
 _ENCODE_AND_SUBMIT_JS = """
-(device, ...lists) => {
+(device, timer, ...lists) => {
   const encoder = device.createCommandEncoder();
-  let pass = null, pipeline = null;
+  let last = -1;
+  if (timer != null) {
+    let inPass = false;
+    for (const commands of lists) for (const c of commands) {
+      if (c[0] === 0) { if (!inPass) last++; inPass = true; } else inPass = false;
+    }
+  }
+  let pass = null, pipeline = null, started = 0;
   for (const commands of lists) for (const c of commands) {
     if (c[0] === 0) {
-      if (pass === null) { pass = encoder.beginComputePass(); pipeline = null; }
+      if (pass === null) {
+        let descriptor = undefined;
+        if (timer != null && (started === 0 || started === last)) {
+          const writes = { querySet: timer[0] };
+          if (started === 0) writes.beginningOfPassWriteIndex = 0;
+          if (started === last) writes.endOfPassWriteIndex = 1;
+          descriptor = { timestampWrites: writes };
+        }
+        pass = encoder.beginComputePass(descriptor);
+        pipeline = null;
+        started++;
+      }
       if (c[1] !== pipeline) { pass.setPipeline(c[1]); pipeline = c[1]; }
       pass.setBindGroup(0, c[2]);
       pass.dispatchWorkgroups(c[3], c[4], c[5]);
@@ -41,6 +60,7 @@ _ENCODE_AND_SUBMIT_JS = """
     }
   }
   if (pass !== null) pass.end();
+  if (timer != null) encoder.resolveQuerySet(timer[0], 0, 2, timer[1], 0);
   device.queue.submit([encoder.finish()]);
 }
 """
@@ -89,13 +109,19 @@ class BrowserDevice(Device):
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
 
-    def _raw_submit(self, recorders):
+    def _raw_timestamp_query_set(self, count):
+        return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
+
+    def _raw_submit(self, recorders, timer):
         # A recorder submitted again unchanged (a graph's schedule, every token) reuses its
         # JS array: only the call itself crosses over.
         for recorder in recorders:
             if recorder.backend_form is None:
                 recorder.backend_form = _js([_js_command(c) for c in recorder.commands])
-        self._encode_and_submit(self.raw, *(recorder.backend_form for recorder in recorders))
+        if timer is not None and timer.backend_form is None:
+            timer.backend_form = _js([timer.query_set, timer.resolved.handle])
+        timing = None if timer is None else timer.backend_form
+        self._encode_and_submit(self.raw, timing, *(recorder.backend_form for recorder in recorders))
 
     def _js_bytes_length(self, data):
         return data.byteLength if isinstance(data, JsProxy) else None

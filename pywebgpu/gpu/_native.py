@@ -106,16 +106,29 @@ class NativeDevice(Device):
         except wgpu.GPUError as error:
             raise GPUError(f"bind group for kernel {label!r}: {error}") from None
 
-    def _raw_submit(self, recorders):
+    def _raw_timestamp_query_set(self, count):
+        return self.raw.create_query_set(type="timestamp", count=count, label="timer")
+
+    def _raw_submit(self, recorders, timer):
         encoder = self.raw.create_command_encoder()
         compute_pass = None
         label = ""
+        passes = _count_passes(recorders) if timer else 0
+        started = 0
         for recorder in recorders:
             for command in recorder.commands:
                 if command[0] == Recorder.DISPATCH:
                     _, pipeline, bind_group, x, y, z = command
                     if compute_pass is None:
-                        compute_pass = encoder.begin_compute_pass()
+                        writes = None
+                        if timer and started in (0, passes - 1):
+                            writes = {"query_set": timer.query_set}
+                            if started == 0:
+                                writes["beginning_of_pass_write_index"] = 0
+                            if started == passes - 1:
+                                writes["end_of_pass_write_index"] = 1
+                        compute_pass = encoder.begin_compute_pass(timestamp_writes=writes)
+                        started += 1
                     compute_pass.set_pipeline(pipeline.handle)
                     compute_pass.set_bind_group(0, bind_group.handle)
                     compute_pass.dispatch_workgroups(x, y, z)
@@ -128,6 +141,8 @@ class NativeDevice(Device):
                     encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
         if compute_pass is not None:
             compute_pass.end()
+        if timer:
+            encoder.resolve_query_set(timer.query_set, 0, 2, timer.resolved.handle, 0)
         try:
             self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
@@ -139,3 +154,16 @@ class NativeDevice(Device):
         if self._sync_buffer is None:
             self._sync_buffer = self.raw.create_buffer(size=4, usage=STORAGE_USAGE, label="synchronize")
         self._queue.read_buffer(self._sync_buffer, 0, 4)
+
+
+def _count_passes(recorders) -> int:
+    """Compute passes the recorders' commands make: runs of dispatches between copies."""
+    passes, in_pass = 0, False
+    for recorder in recorders:
+        for command in recorder.commands:
+            if command[0] == Recorder.DISPATCH:
+                passes += not in_pass
+                in_pass = True
+            else:
+                in_pass = False
+    return passes

@@ -8,6 +8,7 @@ implements the handful of `_raw_*` primitives over its own WebGPU API.
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass, field
 
 
@@ -251,11 +252,20 @@ class Device:
         self._check_alive()
         return Recorder()
 
-    def submit(self, *recorders: "Recorder"):
-        """Run the recorders' commands, in order, as one command buffer."""
+    def submit(self, *recorders: "Recorder", timer: "GPUTimer | None" = None):
+        """Run the recorders' commands, in order, as one command buffer; with a `timer`,
+        the GPU also notes when its compute passes begin and end (see GPUTimer)."""
         self._check_alive()
         self._raise_pending_errors()
-        self._raw_submit(recorders)
+        self._raw_submit(recorders, timer)
+
+    def timer(self) -> "GPUTimer":
+        """A GPUTimer for `submit` (needs the adapter's timestamp-query feature)."""
+        self._check_alive()
+        if "timestamp-query" not in self.features:
+            raise GPUError("GPU timing needs the timestamp-query feature, which this adapter does not offer")
+        resolved = self.create_buffer(16, BufferUsage.QUERY_RESOLVE | BufferUsage.COPY_SRC, label="timer.resolved")
+        return GPUTimer(self, self._raw_timestamp_query_set(2), resolved)
 
     async def synchronize(self):
         """Wait until all submitted work is done; raise any error it produced."""
@@ -302,11 +312,31 @@ class Device:
     def _raw_bind_group(self, pipeline, entries, label):
         raise NotImplementedError
 
-    def _raw_submit(self, recorders):
+    def _raw_submit(self, recorders, timer):
+        raise NotImplementedError
+
+    def _raw_timestamp_query_set(self, count):
         raise NotImplementedError
 
     async def _raw_synchronize(self):
         raise NotImplementedError
+
+
+class GPUTimer:
+    """GPU time of one submit, from timestamp queries: the beginning of its first compute
+    pass to the end of its last (copies between passes included, the queue's wait before
+    the first not). Browsers may round timestamps (Chromium: to 100 µs by default)."""
+
+    def __init__(self, device: Device, query_set, resolved: Buffer):
+        self.device = device
+        self.query_set = query_set
+        self.resolved = resolved  # the two timestamps (ns, u64) of the last timed submit
+        self.backend_form = None  # the browser's JS [querySet, buffer] pair
+
+    async def read_seconds(self) -> float:
+        """GPU seconds of the last submit made with this timer (waits for it)."""
+        begin, end = struct.unpack("<QQ", bytes(await self.device.read_buffer(self.resolved)))
+        return max(0, end - begin) / 1e9
 
 
 class Recorder:

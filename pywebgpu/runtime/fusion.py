@@ -10,9 +10,10 @@ place of the last op of its pattern, where all its inputs exist.
 
 from __future__ import annotations
 
-from ..ops.registry import OpHandler
-from ..ops.unary import SiluMul
 from .values import Tensor, ValueList
+
+# The ops are imported where used: they import runtime.values, so importing them with
+# this module would be circular.
 
 
 def fuse(graph) -> None:
@@ -20,15 +21,18 @@ def fuse(graph) -> None:
     _fuse_silu_mul(graph)
 
 
-def _readers(graph) -> dict[int, list[int]]:
-    """value id → indexes of the ops whose arguments name it."""
-    readers: dict[int, list[int]] = {}
-    for op in graph.ops:
+def readers(ops, values) -> dict[int, list[int]]:
+    """value id → indexes of the ops whose arguments name it (directly or in a list), in
+    op order."""
+    found: dict[int, list[int]] = {}
+    for op in ops:
         for arg in op.args:
-            value = graph.values[arg]
+            value = values[arg]
             for value_id in value.items if isinstance(value, ValueList) else [arg]:
-                readers.setdefault(value_id, []).append(op.index)
-    return readers
+                users = found.setdefault(value_id, [])
+                if not users or users[-1] != op.index:
+                    users.append(op.index)
+    return found
 
 
 def _is_mul(op) -> bool:
@@ -36,17 +40,21 @@ def _is_mul(op) -> bool:
 
 
 def _fold(graph, index: int, into: int):
+    from ..ops.registry import OpHandler
+
     op = graph.ops[index]
     graph.ops[index] = OpHandler(graph, index, f"{op.name} (fused into #{into})", ())
 
 
 def _fuse_silu_mul(graph):
-    readers = _readers(graph)
+    from ..ops.unary import SiluMul
+
+    readers_of = readers(graph.ops, graph.values)
     outputs = {tensor.id for tensor in graph.outputs}
 
     def only_reader(value_id, index):
         """The op that alone reads `value_id` (as an input, besides `index` writing it)."""
-        users = [i for i in readers.get(value_id, []) if i != index]
+        users = [i for i in readers_of.get(value_id, []) if i != index]
         return users[0] if len(users) == 1 and value_id not in outputs else None
 
     for sigmoid in list(graph.ops):

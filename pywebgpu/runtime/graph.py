@@ -23,7 +23,7 @@ from ..gpu import STORAGE_USAGE, Device, GPUError
 # would be circular.
 from ..ops import load_all_ops, registry
 from ..ops.topk import TopK
-from .fusion import fuse
+from .fusion import fuse, readers
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
@@ -55,7 +55,7 @@ class GraphRuntime:
         self.outputs = [self._io_tensor(i, "output") for i in graph.method_output_ids]
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         fuse(self)
-        self._consumers = self._find_consumers()
+        self._consumers = readers(self.ops, self.values)
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
         self.built = False
@@ -92,20 +92,6 @@ class GraphRuntime:
         if not isinstance(value, Tensor):
             raise registry.OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
         return value
-
-    def _find_consumers(self) -> dict[int, list[int]]:
-        """value id → indexes of the ops whose arguments name it (directly or in a list)."""
-        consumers: dict[int, list[int]] = {}
-        for op in self.ops:
-            for arg in op.args:
-                value = self.values[arg]
-                ids = value.items if isinstance(value, ValueList) else [arg]
-                for value_id in ids:
-                    if isinstance(self.values[value_id], (Tensor, SymInt)):
-                        users = consumers.setdefault(value_id, [])
-                        if not users or users[-1] != op.index:
-                            users.append(op.index)
-        return consumers
 
     def int_value(self, value_id: int, op) -> int:
         value = self.values[value_id]
