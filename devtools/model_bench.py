@@ -55,15 +55,21 @@ async def _step(model, tokens, position, clock):
 
 
 async def _decode(model, first_token, position, count, clock):
-    """`count` greedy decode steps from `position`: (tokens, step wall s, step host s)."""
-    tokens, walls, hosts = [], [], []
-    token = first_token
+    """`count` greedy decode steps from `position`, as ChatSession decodes greedily: each
+    step is submitted (its token taken on the GPU from the step before) before the host
+    waits for the step before. Returns (tokens, wall s for all, host s per step)."""
+    tokens, hosts = [], []
+    started = _now()
+    step = model.start_next_token_candidates([first_token], position, k=1)
     for offset in range(count):
-        token, wall, host = await _step(model, [token], position + offset, clock)
-        tokens.append(token)
-        walls.append(wall)
-        hosts.append(host)
-    return tokens, walls, hosts
+        ahead = None
+        if offset + 1 < count:
+            submitting = _now()
+            ahead = model.start_greedy_step(position + offset + 1)
+            hosts.append(clock.returned_at - submitting)
+        tokens.append((await step)[0][1])
+        step = ahead
+    return tokens, _now() - started, hosts
 
 
 async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float | None:
@@ -83,10 +89,12 @@ async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float
 
 
 async def profile_ops(model, tokens, position) -> dict:
-    """GPU time by op name for one program call: each op recorded and submitted on its
-    own, then waited for. The waits add a constant per op and the GPU gets no overlap,
-    so only the shares matter: which kernels the time goes to."""
+    """Time by op name for one program call, each op recorded and submitted on its own.
+    With timestamp queries: GPU time of each op's passes ("gpu_s"). Always: wall time of
+    submit and wait per op ("seconds"; the waits add a constant per op, so only its shares
+    mean something)."""
     graph, device = model.graph, model.graph.device
+    timer = device.timer() if "timestamp-query" in device.features else None
     graph.set_inputs([HostTensor((1, len(tokens)), tokens, "int64"), HostTensor((1,), [position], "int64")])
     graph.propagate_resize()
     await device.synchronize()
@@ -98,13 +106,16 @@ async def profile_ops(model, tokens, position) -> dict:
         if not dispatches:
             continue
         started = _now()
-        device.submit(recorder)
+        device.submit(recorder, timer=timer)
         await device.synchronize()
         entry = by_name.setdefault(op.name, {"ops": 0, "dispatches": 0, "seconds": 0.0})
         entry["ops"] += 1
         entry["dispatches"] += dispatches
         entry["seconds"] += _now() - started
-    return dict(sorted(by_name.items(), key=lambda item: -item[1]["seconds"]))
+        if timer is not None:
+            entry["gpu_s"] = entry.get("gpu_s", 0.0) + await timer.read_seconds()
+    order = "gpu_s" if timer is not None else "seconds"
+    return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
 
 async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print) -> dict:
@@ -114,6 +125,8 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
     has timestamp queries); medians over `reps`."""
     device = model.graph.device
     clock = _SubmitClock(device)
+    if decode_tokens < 2:
+        raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
     needed = max(max(prefill_lengths), max(decode_contexts))
     if len(prompt_tokens) < needed:
         raise ValueError(f"the prompt has {len(prompt_tokens)} tokens, the benchmark needs {needed}")
@@ -154,8 +167,8 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         first, _, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, generated = [], [], None
         for rep in range(reps):
-            generated, walls, hosts = await _decode(model, first, context, decode_tokens, clock)
-            speeds.append(len(walls) / sum(walls))
+            generated, seconds, hosts = await _decode(model, first, context, decode_tokens, clock)
+            speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
             log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
         gpu_ms = await _gpu_ms_per_token(model, first, context, decode_tokens, clock)

@@ -20,6 +20,9 @@ from .device import (
 )
 
 _MAP_MODE_READ = 1  # GPUMapMode.READ
+# Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
+# candidate): nothing is created per token.
+_POOLED_READ_BYTES = 64 * 1024
 
 # Encodes and submits whole command lists in one call from Python: a Python→JS call costs
 # microseconds, and a decode step makes three per dispatch otherwise. Commands:
@@ -108,6 +111,7 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
+        self._free_staging: dict[int, list] = {}  # size → unmapped MAP_READ buffers
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
@@ -142,22 +146,35 @@ class BrowserDevice(Device):
             view = _as_bytes_view(data)[data_offset : data_offset + size]
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
-    async def _raw_read_buffer(self, buffer, offset, size):
-        staging = self.raw.createBuffer(
+    def _raw_start_read(self, buffer, offset, size):
+        pooled = size <= _POOLED_READ_BYTES
+        free = self._free_staging.setdefault(size, []) if pooled else []
+        staging = free.pop() if free else self.raw.createBuffer(
             _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
         )
-        try:
-            encoder = self.raw.createCommandEncoder()
-            encoder.copyBufferToBuffer(buffer.handle, offset, staging, 0, size)
-            self._queue.submit(_js([encoder.finish()]))
+        encoder = self.raw.createCommandEncoder()
+        encoder.copyBufferToBuffer(buffer.handle, offset, staging, 0, size)
+        self._queue.submit(_js([encoder.finish()]))
+        mapping = staging.mapAsync(_MAP_MODE_READ)  # a JS promise: the map starts now
+
+        async def finish():
+            mapped = False
             try:
-                await staging.mapAsync(_MAP_MODE_READ)
-            except JsException as error:
-                self._check_alive()
-                raise GPUError(f"reading buffer {buffer.label!r} back failed: {error}") from None
-            return memoryview(staging.getMappedRange().to_bytes())
-        finally:
-            staging.destroy()
+                try:
+                    await mapping
+                except JsException as error:
+                    self._check_alive()
+                    raise GPUError(f"reading buffer {buffer.label!r} back failed: {error}") from None
+                mapped = True
+                return memoryview(staging.getMappedRange().to_bytes())
+            finally:
+                if pooled and mapped:
+                    staging.unmap()
+                    free.append(staging)
+                else:
+                    staging.destroy()
+
+        return finish
 
     def _raw_destroy_buffer(self, buffer):
         buffer.handle.destroy()

@@ -9,6 +9,7 @@ from .device import (
     REQUESTED_LIMITS,
     STORAGE_USAGE,
     AdapterSummary,
+    BufferUsage,
     Device,
     GPUError,
     Recorder,
@@ -16,6 +17,11 @@ from .device import (
     _as_bytes_view,
     _normalize_feature,
 )
+
+
+# Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
+# candidate): nothing is created per token.
+_POOLED_READ_BYTES = 64 * 1024
 
 
 def _kebab(name: str) -> str:
@@ -64,6 +70,7 @@ class NativeDevice(Device):
         self.raw = raw
         self._queue = raw.queue
         self._sync_buffer = None
+        self._free_staging: dict[int, list] = {}  # size → unmapped MAP_READ buffers
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.create_buffer(size=size, usage=usage, label=label)
@@ -72,11 +79,34 @@ class NativeDevice(Device):
         view = _as_bytes_view(data)[data_offset : data_offset + size]
         self._queue.write_buffer(buffer.handle, buffer_offset, view)
 
-    async def _raw_read_buffer(self, buffer, offset, size):
+    def _raw_start_read(self, buffer, offset, size):
+        pooled = size <= _POOLED_READ_BYTES
+        free = self._free_staging.setdefault(size, []) if pooled else []
+        staging = free.pop() if free else self.raw.create_buffer(
+            size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback"
+        )
+        encoder = self.raw.create_command_encoder()
+        encoder.copy_buffer_to_buffer(buffer.handle, offset, staging, 0, size)
         try:
-            return self._queue.read_buffer(buffer.handle, offset, size)
+            self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
             raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
+
+        async def finish():
+            try:
+                staging.map_sync(wgpu.MapMode.READ)
+                data = memoryview(staging.read_mapped())  # a copy: valid after unmap
+                staging.unmap()
+            except wgpu.GPUError as error:
+                staging.destroy()
+                raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
+            if pooled:
+                free.append(staging)
+            else:
+                staging.destroy()
+            return data
+
+        return finish
 
     def _raw_destroy_buffer(self, buffer):
         buffer.handle.destroy()

@@ -193,6 +193,12 @@ class Device:
 
     async def read_buffer(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> memoryview:
         """Copy `size` bytes at `offset` back from the GPU (waits for queued work)."""
+        return await self.start_read(buffer, offset, size)
+
+    def start_read(self, buffer: Buffer, offset: int = 0, size: int | None = None):
+        """Queue the copy of `size` bytes at `offset` back from the GPU now, behind the
+        work submitted so far, and return an awaitable of them: work submitted before
+        awaiting it runs on the GPU while the bytes travel back."""
         self._check_alive()
         if size is None:
             size = buffer.size - offset
@@ -201,7 +207,10 @@ class Device:
                 f"read of [{offset}, {offset + size}) from buffer {buffer.label!r} "
                 f"({buffer.size} bytes): out of range or not 4-byte aligned"
             )
-        data = await self._raw_read_buffer(buffer, offset, size)
+        return self._finish_read(self._raw_start_read(buffer, offset, size))
+
+    async def _finish_read(self, finish) -> memoryview:
+        data = await finish()
         self._raise_pending_errors()
         return data
 
@@ -300,7 +309,8 @@ class Device:
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
         raise NotImplementedError
 
-    async def _raw_read_buffer(self, buffer, offset, size) -> memoryview:
+    def _raw_start_read(self, buffer, offset, size):
+        """Queue the copy; return an async function that waits for the bytes."""
         raise NotImplementedError
 
     def _raw_destroy_buffer(self, buffer):

@@ -3,6 +3,12 @@
 The KV cache holds the tokens of the conversation so far; a new turn prefills only what
 its prompt adds after the longest prefix already in the cache (past turns are not
 prefilled again), then decodes one token per program call.
+
+Greedy decoding without a repetition penalty runs one step ahead: the next step is
+submitted, its input token taken on the GPU from this step's top-1, before the host
+waits for this step's readback, so the GPU never idles through the round trip. A step
+submitted past the end of the reply (EOS, a stop string, cancel) only writes the cache
+past what `_cached_tokens` records, which later turns overwrite.
 """
 
 from __future__ import annotations
@@ -69,39 +75,54 @@ class ChatSession:
         hold = max((len(s) for s in stop), default=1) - 1
         stats["stop_reason"] = "max_tokens"
         decode_started = None
-        while True:
-            candidates = await model.next_token_candidates(
-                to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
-            )
-            fed.extend(to_feed)
-            token = sampler.pick(candidates)
-            if decode_started is None:
-                decode_started = time.perf_counter()
-                stats["time_to_first_token_s"] = decode_started - started
-            if token in model.eos_ids:
-                stats["stop_reason"] = "eos"
-                break
-            stats["decode_tokens"] += 1
-            held_back += decoder.push(token)
-            found = [held_back.find(s) for s in stop if s in held_back]
-            if found:
-                reply += held_back[: min(found)]
-                held_back = ""
-                stats["stop_reason"] = "stop_string"
-                break
-            if len(held_back) > hold:
-                piece, held_back = held_back[: len(held_back) - hold], held_back[len(held_back) - hold :]
-                reply += piece
-                yield piece
-            if self._cancelled:
-                stats["stop_reason"] = "cancelled"
-                break
-            if stats["decode_tokens"] >= max_tokens:
-                break
-            if len(fed) + 1 >= model.max_context:
-                stats["stop_reason"] = "context_full"
-                break
-            to_feed = [token]
+        run_ahead = sampling.greedy and sampling.repetition_penalty == 1.0
+        step = model.start_next_token_candidates(
+            to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
+        )
+        ahead = None  # the next step, already submitted
+        try:
+            while True:
+                next_position = len(fed) + len(to_feed)
+                if run_ahead and next_position + 1 < model.max_context and stats["decode_tokens"] + 1 < max_tokens:
+                    ahead = model.start_greedy_step(next_position)
+                candidates = await step
+                fed.extend(to_feed)
+                token = sampler.pick(candidates)
+                if decode_started is None:
+                    decode_started = time.perf_counter()
+                    stats["time_to_first_token_s"] = decode_started - started
+                if token in model.eos_ids:
+                    stats["stop_reason"] = "eos"
+                    break
+                stats["decode_tokens"] += 1
+                held_back += decoder.push(token)
+                found = [held_back.find(s) for s in stop if s in held_back]
+                if found:
+                    reply += held_back[: min(found)]
+                    held_back = ""
+                    stats["stop_reason"] = "stop_string"
+                    break
+                if len(held_back) > hold:
+                    piece, held_back = held_back[: len(held_back) - hold], held_back[len(held_back) - hold :]
+                    reply += piece
+                    yield piece
+                if self._cancelled:
+                    stats["stop_reason"] = "cancelled"
+                    break
+                if stats["decode_tokens"] >= max_tokens:
+                    break
+                if len(fed) + 1 >= model.max_context:
+                    stats["stop_reason"] = "context_full"
+                    break
+                to_feed = [token]
+                step, ahead = ahead, None
+                if step is None:
+                    step = model.start_next_token_candidates(
+                        to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
+                    )
+        finally:
+            if ahead is not None:
+                await ahead  # a step past the reply: its readback is collected, its token unused
         tail = held_back + (decoder.flush() if stats["stop_reason"] != "stop_string" else "")
         if tail:
             reply += tail

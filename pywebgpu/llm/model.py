@@ -110,11 +110,16 @@ class LanguageModel:
             raise ModelFileError("the model's manifest names no tokenizer")
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
         graph = await load(device or await request_device(), pte_data)
+        await graph.build_top_k()
         return cls(graph, tokenizer, manifest)
 
     async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=()):
         """Feed `tokens` at `position` (prefill in chunks the program accepts) and return
         the top-k (logit, id) candidates for the token after them."""
+        return await self.start_next_token_candidates(tokens, position, k, penalty, penalized_ids)
+
+    def start_next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=()):
+        """next_token_candidates' work submitted now; returns an awaitable of its result."""
         if not tokens:
             raise ValueError("no tokens to feed")
         if position + len(tokens) > self.max_context:
@@ -125,4 +130,14 @@ class LanguageModel:
             if start + len(chunk) < len(tokens):
                 self.graph.submit(*inputs)  # an earlier chunk: only its KV cache entries matter
             else:
-                return await self.graph.execute_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
+                return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
+
+    def start_greedy_step(self, position: int):
+        """Decode, at `position`, the token the last submitted step picked greedily (its
+        top-1), without the host knowing that token yet: the GPU copies it into this
+        step's input. Returns an awaitable of this step's top-1 [(logit, id)]. Submitting
+        it before awaiting the last step keeps the GPU busy while the host waits."""
+        if position + 1 > self.max_context:
+            raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
+        inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
+        return self.graph.submit_top_k(*inputs, k=1, token_from_last_run=True)

@@ -32,6 +32,7 @@ class TopK:
         self._last_params = None
         self._recorder = None
         self._recorded_grids = None
+        self._feed = None
 
     async def build(self):
         source = load_wgsl("topk")
@@ -70,11 +71,27 @@ class TopK:
             self._recorded_grids = grids
         return self._recorder
 
+    def feed_first_pick(self, destination: Buffer):
+        """A recorder that copies the last run's top-1 token id (u32) into the first
+        word of `destination` (a graph's token input), for a next step the host does not
+        wait for."""
+        if self._feed is None or self._feed.commands[0][3] is not destination:
+            self._feed = self.device.record()
+            self._feed.copy(self.result, destination, 4, src_offset=4)  # (value, id) pairs: id 0's word
+        return self._feed
+
+    def start_read(self, k: int):
+        """Queue the readback of the k picks of the last submitted run; returns an
+        awaitable of (logit, token id) pairs, largest first."""
+        return self._picks(self.device.start_read(self.result, 0, 8 * k), k)
+
     async def read(self, k: int) -> list[tuple[float, int]]:
-        """The k picks of the last recorded run: (logit, token id), largest first."""
-        data = bytes(await self.device.read_buffer(self.result, 0, 8 * k))
+        return await self.start_read(k)
+
+    @staticmethod
+    async def _picks(pending, k: int) -> list[tuple[float, int]]:
         words = array.array("I")
-        words.frombytes(data)
+        words.frombytes(bytes(await pending))
         values = array.array("f")
         values.frombytes(words[0::2].tobytes())
         return [(values[i], words[2 * i + 1]) for i in range(k) if words[2 * i + 1] != 0xFFFFFFFF]

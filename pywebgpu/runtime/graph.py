@@ -315,14 +315,36 @@ class GraphRuntime:
         """Run the graph and return the k largest values of its first output (a logits
         row) as (value, index) pairs, largest first, reading back only those. Logits of
         `penalized_ids` are first divided (if positive) or multiplied by `penalty`."""
+        await self.build_top_k()
+        return await self.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
+
+    def submit_top_k(self, *inputs, k: int = 1, penalty: float = 1.0, penalized_ids=(), token_from_last_run=False):
+        """execute_top_k's work submitted now; returns an awaitable of its result, so
+        that a next run can be submitted before the host waits for this one.
+
+        With `token_from_last_run`, the first element of input 0 (a [1, 1] token input)
+        is the last run's top-1 index, copied on the GPU: the value given for it is only
+        a placeholder."""
+        if self._top_k is None:
+            raise GPUError("build_top_k() the graph before submit_top_k")
         schedule = self._record_run(inputs)
         logits = self.outputs[0]
+        first = []
+        if token_from_last_run:
+            tokens = self.inputs[0]
+            if tokens is None or tokens.sizes != (1, 1):
+                raise GPUError("feeding the last run's token needs a [1, 1] token input")
+            first = [self._top_k.feed_first_pick(tokens.buffer)]
+        self.device.submit(*first, schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids))
+        return self._top_k.start_read(k)
+
+    async def build_top_k(self):
+        """Make the top-k reducer over the first output (once; execute_top_k does it)."""
         if self._top_k is None:
+            logits = self.outputs[0]
             top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
             await top_k.build()
             self._top_k = top_k
-        self.device.submit(schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids))
-        return await self._top_k.read(k)
 
 
 def _flat_values(host):
