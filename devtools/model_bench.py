@@ -14,9 +14,11 @@ dispatches it held.
 from __future__ import annotations
 
 import time
+from collections import deque
 from statistics import median
 
 from pywebgpu.gpu import Recorder
+from pywebgpu.llm.chat import RUN_AHEAD_STEPS
 from pywebgpu.runtime import HostTensor
 
 
@@ -55,20 +57,20 @@ async def _step(model, tokens, position, clock):
 
 
 async def _decode(model, first_token, position, count, clock):
-    """`count` greedy decode steps from `position`, as ChatSession decodes greedily: each
-    step is submitted (its token taken on the GPU from the step before) before the host
-    waits for the step before. Returns (tokens, wall s for all, host s per step)."""
+    """`count` greedy decode steps from `position`, as ChatSession decodes greedily: the
+    steps run RUN_AHEAD_STEPS ahead of the host (each takes its token on the GPU from the
+    step before). Returns (tokens, wall s for all, host s per submitted step)."""
     tokens, hosts = [], []
     started = _now()
-    step = model.start_next_token_candidates([first_token], position, k=1)
-    for offset in range(count):
-        ahead = None
-        if offset + 1 < count:
+    steps = deque([model.start_next_token_candidates([first_token], position, k=1)])
+    submitted = 1
+    while steps:
+        while submitted < count and len(steps) <= RUN_AHEAD_STEPS:
             submitting = _now()
-            ahead = model.start_greedy_step(position + offset + 1)
+            steps.append(model.start_greedy_step(position + submitted))
             hosts.append(clock.returned_at - submitting)
-        tokens.append((await step)[0][1])
-        step = ahead
+            submitted += 1
+        tokens.append((await steps.popleft())[0][1])
     return tokens, _now() - started, hosts
 
 
