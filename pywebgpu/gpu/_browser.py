@@ -8,6 +8,7 @@ from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
 
 from .device import (
     OPTIONAL_FEATURES,
+    POOLED_READ_BYTES,
     REQUESTED_LIMITS,
     AdapterSummary,
     BufferUsage,
@@ -20,9 +21,6 @@ from .device import (
 )
 
 _MAP_MODE_READ = 1  # GPUMapMode.READ
-# Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
-# candidate): nothing is created per token.
-_POOLED_READ_BYTES = 64 * 1024
 
 # Encodes and submits whole command lists in one call from Python: a Python→JS call costs
 # microseconds, and a decode step makes three per dispatch otherwise. Commands:
@@ -111,7 +109,6 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
-        self._free_staging: dict[int, list] = {}  # size → unmapped MAP_READ buffers
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
@@ -147,7 +144,7 @@ class BrowserDevice(Device):
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
     def _raw_start_read(self, buffer, offset, size):
-        pooled = size <= _POOLED_READ_BYTES
+        pooled = size <= POOLED_READ_BYTES
         free = self._free_staging.setdefault(size, []) if pooled else []
         staging = free.pop() if free else self.raw.createBuffer(
             _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})

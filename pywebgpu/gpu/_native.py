@@ -6,6 +6,7 @@ import wgpu
 
 from .device import (
     OPTIONAL_FEATURES,
+    POOLED_READ_BYTES,
     REQUESTED_LIMITS,
     STORAGE_USAGE,
     AdapterSummary,
@@ -17,11 +18,6 @@ from .device import (
     _as_bytes_view,
     _normalize_feature,
 )
-
-
-# Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
-# candidate): nothing is created per token.
-_POOLED_READ_BYTES = 64 * 1024
 
 
 def _kebab(name: str) -> str:
@@ -70,7 +66,6 @@ class NativeDevice(Device):
         self.raw = raw
         self._queue = raw.queue
         self._sync_buffer = None
-        self._free_staging: dict[int, list] = {}  # size → unmapped MAP_READ buffers
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.create_buffer(size=size, usage=usage, label=label)
@@ -80,7 +75,7 @@ class NativeDevice(Device):
         self._queue.write_buffer(buffer.handle, buffer_offset, view)
 
     def _raw_start_read(self, buffer, offset, size):
-        pooled = size <= _POOLED_READ_BYTES
+        pooled = size <= POOLED_READ_BYTES
         free = self._free_staging.setdefault(size, []) if pooled else []
         staging = free.pop() if free else self.raw.create_buffer(
             size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback"

@@ -46,6 +46,10 @@ REQUESTED_LIMITS = (
 )
 
 
+# Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
+# candidate): nothing is created per token.
+POOLED_READ_BYTES = 64 * 1024
+
 # WebGPU's default maxComputeWorkgroupsPerDimension; no adapter here offers more.
 MAX_WORKGROUPS_PER_DIMENSION = 65535
 
@@ -132,8 +136,11 @@ class Device:
         self._lost_reason: str | None = None
         self._pending_errors: list[str] = []
         # Bytes of the buffers made through create_buffer and not destroyed: what this
-        # device holds in GPU memory for its user (readback staging is transient).
+        # device holds in GPU memory for its user (readback staging is not counted).
         self.allocated_bytes = 0
+        # size → unmapped readback staging buffers (backend handles), for reads of up to
+        # POOLED_READ_BYTES
+        self._free_staging: dict[int, list] = {}
 
     # --- buffers -------------------------------------------------------------------
     def create_buffer(self, size: int, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
