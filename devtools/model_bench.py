@@ -193,9 +193,9 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
 async def load_and_measure(manifest_location, config: dict, pte_data=None, log=print) -> dict:
     """Load the model (timed), then `measure` it with `config`'s settings."""
     from pywebgpu.llm import LanguageModel
-    from pywebgpu.ops import linear
+    from pywebgpu.ops import registry
 
-    linear.FORCE_KERNEL_SET = config.get("kernel_set")
+    registry.FORCE_KERNEL_SET = config.get("kernel_set")
 
     started = _now()
     model = await LanguageModel.load(manifest_location, pte_data=pte_data)

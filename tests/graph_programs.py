@@ -4,7 +4,7 @@
 import array
 
 from pywebgpu.gpu import request_device
-from pywebgpu.ops import linear
+from pywebgpu.ops import registry
 from pywebgpu.runtime import HostTensor, load
 
 _TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
@@ -26,18 +26,18 @@ def _host(shape, dtype, data):
 
 async def run_graph(data, runs, kernel_set=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
-    (with linear.FORCE_KERNEL_SET set to `kernel_set` meanwhile). Returns {"results":
+    (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile). Returns {"results":
     per run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
     fusion)}."""
     graph = await load(await _get_device(), data)
     results = []
-    linear.FORCE_KERNEL_SET = kernel_set
+    registry.FORCE_KERNEL_SET = kernel_set
     try:
         for inputs in runs:
             outputs = await graph.execute(*[_host(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
     finally:
-        linear.FORCE_KERNEL_SET = None
+        registry.FORCE_KERNEL_SET = None
     return {"results": results, "ops": sorted({op.name for op in graph.ops})}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class OpCase:
     # Vulkan fusion patterns (names in executorch.backends.vulkan.patterns.fusable_patterns)
     # left out while lowering, to export ops that fusion would otherwise replace.
     unfused_patterns: tuple = ()
-    # Forces linear.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
+    # Forces registry.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
     # kernel sets are tested whatever kind of adapter runs the tests.
     kernel_set: str | None = None
     # Names of ops the runtime must run (e.g. one its fusion makes), or must not.
@@ -45,6 +46,12 @@ class OpCase:
     @property
     def runs(self):
         return [self.inputs, *self.more_runs]
+
+
+def in_both_kernel_sets(case: OpCase) -> list[OpCase]:
+    """The case run with the kernels for CPU adapters and with those for GPUs (ids
+    suffixed -cpu / -gpu; one export serves both)."""
+    return [dataclasses.replace(case, id=f"{case.id}-{kernel_set}", kernel_set=kernel_set) for kernel_set in ("cpu", "gpu")]
 
 
 def all_cases() -> list[OpCase]:

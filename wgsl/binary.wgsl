@@ -1,5 +1,6 @@
 // out = a OP (alpha * b), elementwise with NumPy/PyTorch broadcasting, f32.
-// Shapes have at most 8 dims (right-aligned); a broadcast dim has stride 0.
+// Shapes have at most 8 dims (right-aligned); a broadcast dim has stride 0. The host
+// merges dims that index alike (binary.py), so operands of equal shape arrive as one dim.
 override OP: u32 = 0u;  // 0 add, 1 sub, 2 mul, 3 div
 
 struct Params {
@@ -27,15 +28,21 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (index >= p.numel) {
     return;
   }
-  var rest = index;
   var a_index = 0u;
   var b_index = 0u;
-  for (var d = i32(p.ndim) - 1; d >= 0; d--) {
-    let size = dim_at(p.out_sizes, u32(d));
-    let coord = rest % size;
-    rest = rest / size;
-    a_index += coord * dim_at(p.a_strides, u32(d));
-    b_index += coord * dim_at(p.b_strides, u32(d));
+  if (p.ndim == 1u) {
+    // No divisions (each costs several instructions per lane on CPU adapters).
+    a_index = index * p.a_strides[0].x;
+    b_index = index * p.b_strides[0].x;
+  } else {
+    var rest = index;
+    for (var d = i32(p.ndim) - 1; d >= 0; d--) {
+      let size = dim_at(p.out_sizes, u32(d));
+      let coord = rest % size;
+      rest = rest / size;
+      a_index += coord * dim_at(p.a_strides, u32(d));
+      b_index += coord * dim_at(p.b_strides, u32(d));
+    }
   }
   let x = a[a_index];
   let y = p.alpha * b[b_index];

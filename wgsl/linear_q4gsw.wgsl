@@ -6,9 +6,9 @@
 // scale of (n, group g) is scales[g * scale_stride + n]. K and group_size are multiples
 // of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
 //
-// Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters one thread
-// per output (`gemv` for decode, `gemv_rows` for prefill); on GPUs `gemv_coop` for decode
-// (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
+// Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
+// each walk their own weight rows (`gemv` for decode, `gemv_rows` for prefill); on GPUs
+// `gemv_coop` for decode (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
 override HAS_BIAS: bool = false;
 
 struct Params {
@@ -30,14 +30,16 @@ struct Params {
 @group(0) @binding(5) var<uniform> p: Params;
 
 // The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
+// Converted through i32: on CPU adapters an unsigned conversion to f32 takes several
+// SIMD instructions, a signed one a single one (the nibbles are small either way).
 fn q4_even(word: u32) -> vec4<f32> {
   let bytes = vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u);
-  return vec4<f32>(bytes & vec4<u32>(0xFu)) - 8.0;
+  return vec4<f32>(bitcast<vec4<i32>>(bytes & vec4<u32>(0xFu))) - 8.0;
 }
 
 fn q4_odd(word: u32) -> vec4<f32> {
   let bytes = vec4<u32>(word >> 4u, word >> 12u, word >> 20u, word >> 28u);
-  return vec4<f32>(bytes & vec4<u32>(0xFu)) - 8.0;
+  return vec4<f32>(bitcast<vec4<i32>>(bytes & vec4<u32>(0xFu))) - 8.0;
 }
 
 fn with_bias(value: f32, n: u32) -> f32 {
@@ -47,17 +49,22 @@ fn with_bias(value: f32, n: u32) -> f32 {
   return value;
 }
 
-// --- gemv, gemv_rows: one thread per output, no shared memory, no barriers -------------
-// Each thread walks its own weight row word by word; the x rows are read by every thread
-// and stay in cache. Workgroups that reduce over K with barriers cost far more than the
-// arithmetic on CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's
-// invocations one SIMD batch after another. `gemv` computes one row of x per thread
-// (decode; scalar accumulators: SwiftShader spills private arrays, which made it ~1.8x
-// slower), `gemv_rows` GEMV_ROWS rows (prefill on those adapters: each unpacked word is
-// used GEMV_ROWS times).
-// Grid: (x, y) flatten the blocks of GEMV_THREADS outputs; z = m (gemv) or
+// --- gemv, gemv_rows: no shared memory, no barriers ----------------------------------
+// Workgroups that reduce over K with barriers cost far more than the arithmetic on
+// CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's invocations one
+// SIMD batch after another. There every thread walks its own weight rows word by word;
+// the x rows are read by every thread and stay in cache. On such adapters a load costs
+// far more than an arithmetic instruction: `gemv` (decode) has each thread compute
+// GEMV_OUTPUTS consecutive outputs of one row of x, so that each x value it loads serves
+// GEMV_OUTPUTS weights (2.2x faster on SwiftShader than one output per thread);
+// `gemv_rows` (prefill on those adapters) computes one output for GEMV_ROWS rows of x,
+// so that each unpacked word is used GEMV_ROWS times. Accumulators are scalars or
+// vectors, never private arrays indexed in a loop (SwiftShader spills those: ~1.8x
+// slower).
+// Grid: (x, y) flatten the blocks of GEMV_THREADS threads; z = m (gemv) or
 // ceil(m / GEMV_ROWS) (gemv_rows).
 const GEMV_THREADS: u32 = 64u;
+const GEMV_OUTPUTS: u32 = 4u;  // linear.py's GEMV_OUTPUTS
 const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
 
 fn dot_q4(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
@@ -70,24 +77,42 @@ fn gemv(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n = (wg.x + wg.y * groups.x) * GEMV_THREADS + lid;
-  if (n >= p.n) {
+  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
+  if (n0 >= p.n) {
     return;
   }
   let m = wg.z;
   let x_row = m * (p.k / 4u);
-  let row = n * p.weight_row_words;
+  // Outputs past N read the last weight row and scales past N (the exporter pads a
+  // scales row to a multiple of 4 columns; robust access covers any other layout's end);
+  // they are not written.
+  let row0 = n0 * p.weight_row_words;
+  let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
+  let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
+  let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
   let words_per_group = p.group_size / 8u;
-  var total = 0.0;
+  var total = vec4<f32>();
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    // One group: its words share a scale, applied once to their sum.
-    var group_sum = 0.0;
+    // One group: its words share a scale per output, applied once to their sum.
+    var group_sum = vec4<f32>();
     for (var w = first; w < first + words_per_group; w++) {
-      group_sum += dot_q4(weights[row + w], x[x_row + 2u * w], x[x_row + 2u * w + 1u]);
+      let xa = x[x_row + 2u * w];
+      let xb = x[x_row + 2u * w + 1u];
+      group_sum += vec4<f32>(
+        dot_q4(weights[row0 + w], xa, xb),
+        dot_q4(weights[row1 + w], xa, xb),
+        dot_q4(weights[row2 + w], xa, xb),
+        dot_q4(weights[row3 + w], xa, xb),
+      );
     }
-    total += group_sum * scales[(first / words_per_group) * p.scale_stride + n];
+    let scale = (first / words_per_group) * p.scale_stride + n0;
+    total += group_sum * vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
   }
-  out[m * p.n + n] = with_bias(total, n);
+  for (var j = 0u; j < GEMV_OUTPUTS; j++) {
+    if (n0 + j < p.n) {
+      out[m * p.n + n0 + j] = with_bias(total[j], n0 + j);
+    }
+  }
 }
 
 @compute @workgroup_size(GEMV_THREADS)

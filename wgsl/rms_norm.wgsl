@@ -1,6 +1,6 @@
 // out[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * weight, f32.
-// One workgroup per row: each thread sums the squares of a strided slice of the row,
-// then a shared-memory tree adds the 256 partial sums.
+// Entry points by adapter kind (norm.py chooses): on GPUs `main`, one workgroup per row;
+// on CPU adapters `row_per_thread`, which needs no barriers.
 
 struct Params {
   rows: u32,
@@ -17,6 +17,8 @@ struct Params {
 const WORKGROUP_SIZE: u32 = 256u;
 var<workgroup> partial: array<f32, WORKGROUP_SIZE>;
 
+// One workgroup per row: each thread sums the squares of a strided slice of the row,
+// then a shared-memory tree adds the 256 partial sums.
 @compute @workgroup_size(256)
 fn main(
   @builtin(workgroup_id) group: vec3<u32>,
@@ -43,6 +45,34 @@ fn main(
   }
   let inv_rms = inverseSqrt(partial[0] / f32(p.width) + p.eps);
   for (var i = thread; i < p.width; i += WORKGROUP_SIZE) {
+    out[base + i] = x[base + i] * inv_rms * weight[i];
+  }
+}
+
+// One thread per row. CPU adapters run a workgroup's invocations one SIMD batch after
+// another and switch between all of them at every barrier: for a decode row of 576
+// values `main`'s 9 barriers cost ~40x this loop on SwiftShader.
+// Grid: (x, y) flatten ceil(rows / ROW_THREADS) workgroups.
+const ROW_THREADS: u32 = 64u;  // norm.py's ROW_THREADS
+
+@compute @workgroup_size(ROW_THREADS)
+fn row_per_thread(
+  @builtin(local_invocation_index) thread: u32,
+  @builtin(workgroup_id) group: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let row = (group.x + group.y * groups.x) * ROW_THREADS + thread;
+  if (row >= p.rows) {
+    return;
+  }
+  let base = row * p.width;
+  var sum_squares = 0.0;
+  for (var i = 0u; i < p.width; i++) {
+    let v = x[base + i];
+    sum_squares += v * v;
+  }
+  let inv_rms = inverseSqrt(sum_squares / f32(p.width) + p.eps);
+  for (var i = 0u; i < p.width; i++) {
     out[base + i] = x[base + i] * inv_rms * weight[i];
   }
 }

@@ -20,6 +20,11 @@ from .device import (
 )
 
 
+# Subgroup builtins need these directives in browsers (WGSL); naga (wgpu 0.32) refuses
+# the first, warns about the second, and takes the builtins without either.
+BROWSER_ONLY_DIRECTIVES = ("enable subgroups;", "diagnostic(off, subgroup_uniformity);")
+
+
 def _kebab(name: str) -> str:
     return "".join("-" + c.lower() if c.isupper() else c for c in name)
 
@@ -107,6 +112,8 @@ class NativeDevice(Device):
         buffer.handle.destroy()
 
     async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
+        for directive in BROWSER_ONLY_DIRECTIVES:
+            wgsl = wgsl.replace(directive, "")
         try:
             module = self.raw.create_shader_module(code=wgsl, label=label)
             pipeline = self.raw.create_compute_pipeline(

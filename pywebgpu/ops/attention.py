@@ -1,5 +1,5 @@
 """Attention over a KV cache, from ExecuTorch's Llama export (kernels: wgsl/sdpa.wgsl,
-wgsl/sdpa_combine.wgsl).
+wgsl/sdpa_combine.wgsl for GPUs, wgsl/sdpa_cpu.wgsl for CPU adapters).
 
 - `sdpa_with_kv_cache`: what the Vulkan partitioner fuses update_cache + custom_sdpa
   into. Writes this call's k/v into the caches at rows [input_pos, input_pos + S), then
@@ -12,8 +12,11 @@ ops update in place, so they keep their contents from one execution to the next.
 Tensors are [1, S, heads, head_dim] and caches [1, max_context, kv_heads, head_dim];
 query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
 
-A row's keys are split over several workgroups when there are too few rows and heads to
-fill the GPU (decode); a second, small dispatch then merges the splits.
+On GPUs, a row's keys are split over several workgroups when there are too few rows and
+heads to fill the GPU (decode); a second, small dispatch then merges the splits. On CPU
+adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
+and head walks all the row's keys with no barriers (which cost more than the arithmetic
+there), after buffer copies have put this call's keys and values into the caches.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ import math
 import struct
 from weakref import WeakKeyDictionary
 
-from ..gpu import STORAGE_USAGE
+from ..gpu import STORAGE_USAGE, linear_grid
 from .registry import OpHandler, register
 
 MAX_HEAD_DIM = 256  # sdpa.wgsl: 64 threads x 4 dims each
+CPU_MAX_HEAD_DIM = 64  # sdpa_cpu.wgsl: a quad of threads x 16 dims each
+CPU_THREADS_PER_ROW = 4  # sdpa_cpu.wgsl: a quad per query row and head
+CPU_WORKGROUP_SIZE = 64
 MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
 MIN_CHUNK = 64  # one key per thread
 MAX_SPLITS = 256  # sdpa_combine.wgsl: one rescale factor per split in workgroup memory
@@ -132,6 +138,13 @@ class CausalAttention(OpHandler):
         )
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params])
+        self.cpu_pipeline = None
+        if "subgroups" in device.features and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM:
+            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
+            self.cpu_group = device.bind_group(
+                self.cpu_pipeline,
+                {0: self.out.buffer, 2: self.q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params},
+            )
 
     def resize_attention(self, cached_len_after_input_pos: bool):
         """Set the output size, the key split and the parameters. Keys below input_pos
@@ -143,7 +156,8 @@ class CausalAttention(OpHandler):
         if input_pos < 0 or keys > self.max_context:
             self.fail(f"positions [{input_pos}, {keys}) exceed the cache's {self.max_context}")
         self.set_sizes(self.out, self.q.sizes)
-        chunk, self.splits = split_keys(keys, seq_len * self.q_heads)
+        self.on_cpu = self.kernel_set == "cpu" and self.cpu_pipeline is not None
+        chunk, self.splits = (0, 1) if self.on_cpu else split_keys(keys, seq_len * self.q_heads)
         cached_len = keys if cached_len_after_input_pos else input_pos
         self.write_params(
             self.params,
@@ -152,9 +166,19 @@ class CausalAttention(OpHandler):
             ),
         )
         self.rows = seq_len
+        self.input_pos = input_pos
 
     def record(self, recorder):
         if not self.rows:
+            return
+        if self.on_cpu:
+            if self.update_cache:
+                # This call's rows into cache rows [input_pos, input_pos + S): contiguous.
+                row_bytes = self.kv_heads * self.head_dim * 4
+                for new, cache in ((self.k, self.k_cache), (self.v, self.v_cache)):
+                    recorder.copy(new.buffer, cache.buffer, self.rows * row_bytes, dst_offset=self.input_pos * row_bytes)
+            threads = self.rows * self.q_heads * CPU_THREADS_PER_ROW
+            recorder.dispatch(self.cpu_pipeline, self.cpu_group, *linear_grid(threads, CPU_WORKGROUP_SIZE))
             return
         recorder.dispatch(self.pipeline, self.group, self.q_heads, self.rows, self.splits)
         if self.splits > 1:

@@ -46,6 +46,23 @@ def _numel(shape) -> int:
     return n
 
 
+def _coalesced(sizes: list, a_strides: list, b_strides: list) -> tuple[list, list, list]:
+    """The same element mapping over fewer dims: size-1 dims dropped, and a dim merged
+    into the next where both operands step through the pair as through one dim. Equal
+    shapes become one dim, which the kernel indexes without divisions."""
+    merged = ([], [], [])
+    for size, a_stride, b_stride in zip(sizes, a_strides, b_strides):
+        if size == 1:
+            continue
+        if merged[0] and merged[1][-1] == a_stride * size and merged[2][-1] == b_stride * size:
+            merged[0][-1] *= size
+            merged[1][-1], merged[2][-1] = a_stride, b_stride
+        else:
+            for values, value in zip(merged, (size, a_stride, b_stride)):
+                values.append(value)
+    return merged if merged[0] else ([1], [0], [0])
+
+
 def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float = 1.0) -> bytes:
     """The kernel's uniform block (see Params in binary.wgsl)."""
     if len(out_shape) > MAX_DIMS:
@@ -54,11 +71,18 @@ def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float =
     def padded(values):
         return list(values) + [1] * (MAX_DIMS - len(values))
 
-    sizes = padded(out_shape or (1,))
-    a_strides = padded(_broadcast_strides(a_shape, out_shape or (1,)))
-    b_strides = padded(_broadcast_strides(b_shape, out_shape or (1,)))
+    sizes, a_strides, b_strides = _coalesced(
+        list(out_shape), _broadcast_strides(a_shape, out_shape), _broadcast_strides(b_shape, out_shape)
+    )
     return struct.pack(
-        f"<IIfI{3 * MAX_DIMS}I", _numel(out_shape), max(1, len(out_shape)), alpha, 0, *sizes, *a_strides, *b_strides
+        f"<IIfI{3 * MAX_DIMS}I",
+        _numel(out_shape),
+        len(sizes),
+        alpha,
+        0,
+        *padded(sizes),
+        *padded(a_strides),
+        *padded(b_strides),
     )
 
 

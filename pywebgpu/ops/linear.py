@@ -24,7 +24,8 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_THREADS = 64  # outputs per gemv workgroup, one per thread (linear_q4gsw.wgsl)
+GEMV_THREADS = 64  # threads per gemv workgroup (linear_q4gsw.wgsl)
+GEMV_OUTPUTS = 4  # outputs per gemv thread
 COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
@@ -33,16 +34,13 @@ ELEMENTWISE_WORKGROUP = 256
 GEMV_MAX_ROWS = 4
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
-# and one thread per output walking its own weight row (`gemv`) is fastest; up to
+# and threads walking their own weight rows (`gemv`: 4 outputs each) are fastest; up to
 # CPU_GEMV_MAX_ROWS rows of x, `gemv_rows` (GEMV_ROWS rows per thread) also beats
 # the tiled GEMM, which pads M to its 64-row tiles (SwiftShader, SmolLM2: 16 rows 12 s vs
 # 31 s, 64 rows 48 s vs 45 s). GPUs want coalesced weight reads: a team of threads per
 # output (`gemv_coop`), and the tiled `gemm` for every prefill.
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 CPU_GEMV_MAX_ROWS = 48
-# None: kernels for the device's adapter kind; "cpu" or "gpu" forces that kind's kernels
-# (the tests run both on every adapter; the benchmark can compare them).
-FORCE_KERNEL_SET = None
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -107,9 +105,9 @@ class LinearQ4gsw(OpHandler):
             self.params,
             pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, 0, 0),
         )
-        self.kernel = self.choose_kernel(FORCE_KERNEL_SET or ("cpu" if self.graph.device.adapter.is_fallback else "gpu"))
+        self.kernel = self.choose_kernel(self.kernel_set)
         if self.kernel == "gemv":
-            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), self.m)
+            self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
         elif self.kernel == "gemv_rows":
             self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":

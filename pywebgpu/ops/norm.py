@@ -7,6 +7,8 @@ import struct
 
 from .registry import OpHandler, linear_grid, register
 
+ROW_THREADS = 64  # rows per row_per_thread workgroup (rms_norm.wgsl)
+
 
 @register("et_vk.rms_norm.default")
 class RmsNorm(OpHandler):
@@ -31,10 +33,11 @@ class RmsNorm(OpHandler):
 
     async def build(self):
         self.params = self.params_buffer(16)
-        self.pipeline = await self.make_pipeline("rms_norm")
-        self.group = self.graph.device.bind_group(
-            self.pipeline, [self.out.buffer, self.src.buffer, self.weight.buffer, self.params]
-        )
+        buffers = [self.out.buffer, self.src.buffer, self.weight.buffer, self.params]
+        self.kernels = {}
+        for kernel in ("main", "row_per_thread"):
+            pipeline = await self.make_pipeline("rms_norm", entry_point=kernel)
+            self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
 
     def resize(self):
         sizes = self.src.sizes
@@ -43,8 +46,11 @@ class RmsNorm(OpHandler):
         self.set_sizes(self.out, sizes)
         self.rows = self.src.numel // self.width
         self.write_params(self.params, struct.pack("<IIfI", self.rows, self.width, self.eps, 0))
-        self.grid = linear_grid(self.rows, 1)
+        if self.kernel_set == "cpu":
+            self.kernel, self.grid = "row_per_thread", linear_grid(self.rows, ROW_THREADS)
+        else:
+            self.kernel, self.grid = "main", linear_grid(self.rows, 1)
 
     def record(self, recorder):
         if self.rows:
-            recorder.dispatch(self.pipeline, self.group, *self.grid)
+            recorder.dispatch(*self.kernels[self.kernel], *self.grid)

@@ -22,6 +22,12 @@ from ..kernels import load_wgsl
 from ..runtime.values import SymInt, Tensor, ValueList
 
 HANDLERS: dict[str, type] = {}
+# Ops with kernels for two kinds of adapter pick them by the device's adapter: "cpu" for
+# CPU-emulated adapters (SwiftShader, lavapipe: a workgroup's invocations run one SIMD
+# batch after another, so shared memory and barriers only cost), "gpu" for the others.
+# "cpu" or "gpu" here forces that kind's kernels (the tests run both sets on every
+# adapter; the benchmark can compare them).
+FORCE_KERNEL_SET = None
 
 
 class OpError(GPUError):
@@ -114,6 +120,11 @@ class OpHandler:
             self.graph.value_changed(symint.id)
 
     # --- GPU helpers -----------------------------------------------------------------
+    @property
+    def kernel_set(self) -> str:
+        """"cpu" or "gpu": the kind of kernels to run (see FORCE_KERNEL_SET)."""
+        return FORCE_KERNEL_SET or ("cpu" if self.graph.device.adapter.is_fallback else "gpu")
+
     async def make_pipeline(self, kernel: str, constants: dict | None = None, entry_point: str = "main"):
         return await self.graph.device.compute_pipeline(
             load_wgsl(kernel), label=f"{kernel}#{self.index}", entry_point=entry_point, constants=constants

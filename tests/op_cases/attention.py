@@ -9,7 +9,7 @@ import torch
 from torch.export import Dim
 
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
-from op_harness import OpCase
+from op_harness import OpCase, in_both_kernel_sets
 
 
 class KVCacheAttention(torch.nn.Module):
@@ -90,10 +90,11 @@ def consecutive(*chunks):
 
 
 def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=None, **options):
-    """A stateful case: one run per (position, length) step, in order."""
+    """A stateful case: one run per (position, length) step, in order, run with the
+    kernels for CPU adapters and with those for GPUs."""
     runs = [step(position, length, q_heads, kv_heads, head_dim, seed=10 * i) for i, (position, length) in enumerate(steps)]
     seq = Dim("seq", min=1, max=max(length for _, length in steps))
-    return OpCase(
+    return in_both_kernel_sets(OpCase(
         case_id,
         KVCacheAttention(context, kv_heads, head_dim, scale),
         runs[0],
@@ -101,27 +102,27 @@ def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=N
         dynamic_shapes=({1: seq}, {1: seq}, {1: seq}, None),
         stateful=True,
         **options,
-    )
+    ))
 
 
 CASES = [
     # Prefill, decode steps, then a multi-token chunk at a later position.
-    attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
-    attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
-    attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
+    *attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
+    *attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
+    *attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
     # Over 64 keys: rows split over several workgroups, merged by the combine pass.
-    attention_case("sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
+    *attention_case("sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
     # Llama-3.2-1B's head geometry (32 query heads over 8 kv heads, head dim 64).
-    attention_case("sdpa-kv-llama-heads", consecutive(4, 1, 1), 8, q_heads=32, kv_heads=8, head_dim=64),
+    *attention_case("sdpa-kv-llama-heads", consecutive(4, 1, 1), 8, q_heads=32, kv_heads=8, head_dim=64),
     # Enough rows x heads that a workgroup takes many keys (up to 1024, then a split);
     # jumping ahead leaves zero rows in the cache, which the reference sees too.
-    attention_case(
+    *attention_case(
         "sdpa-kv-big-chunks", [(0, 17), (1090, 17), (1107, 1)], 1110, q_heads=32, kv_heads=4, head_dim=16
     ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
-    attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
+    *attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.
-    attention_case(
+    *attention_case(
         "custom-sdpa-unfused", consecutive(6, 1, 2), 12, q_heads=6, kv_heads=3, head_dim=16, unfused_patterns=("causal_sdpa",)
     ),
     OpCase(

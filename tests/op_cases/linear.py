@@ -20,7 +20,7 @@ from torchao.quantization.quant_api import (
     quantize_,
 )
 
-from op_harness import OpCase
+from op_harness import OpCase, in_both_kernel_sets
 
 
 def linear_4w(k, n, group_size=32, bias=False, seed=0):
@@ -57,7 +57,7 @@ def q4(case_id, module, inputs, **kwargs):
 
 def both_kernel_sets(case_id, module, inputs, **kwargs):
     """The case run with the kernels for CPU adapters and with those for GPUs."""
-    return [q4(f"{case_id}-{kernel_set}", module, inputs, kernel_set=kernel_set, **kwargs) for kernel_set in ("cpu", "gpu")]
+    return in_both_kernel_sets(q4(case_id, module, inputs, **kwargs))
 
 
 seq = Dim("seq", min=1, max=80)

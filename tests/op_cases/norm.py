@@ -1,10 +1,11 @@
 """et_vk.rms_norm (fused from Llama's RMSNorm): odd and prime widths, widths above the
-workgroup size, several eps values, many rows, dynamic sequence length."""
+workgroup size, several eps values, many rows, dynamic sequence length; each case with the
+kernels for CPU adapters and with those for GPUs."""
 
 import torch
 from torch.export import Dim
 
-from op_harness import OpCase
+from op_harness import OpCase, in_both_kernel_sets
 
 
 class RMSNorm(torch.nn.Module):
@@ -27,7 +28,7 @@ def r(*shape, seed=0, scale=1.0):
 
 seq = Dim("seq", min=1, max=19)
 
-CASES = [
+NORM_CASES = [
     OpCase("rms-norm-37", RMSNorm(37, 1e-5), (r(1, 5, 37),)),
     OpCase("rms-norm-1-wide", RMSNorm(2048, 1e-6), (r(1, 1, 2048, scale=4.0),)),
     OpCase("rms-norm-prime-257", RMSNorm(257, 1e-6, seed=1), (r(3, 7, 257, seed=1),)),
@@ -41,3 +42,5 @@ CASES = [
         dynamic_shapes=({1: seq},),
     ),
 ]
+
+CASES = [both for case in NORM_CASES for both in in_both_kernel_sets(case)]
