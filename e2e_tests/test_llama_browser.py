@@ -13,4 +13,5 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory):
     (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/tiny_llama.pte", trace.runs, None]])
     assert "error" not in answer, answer.get("error")
     assert "silu_mul (fused)" in answer["ops"], answer["ops"]  # the MLP gate runs fused
+    assert "linear_q4gsw + add (fused)" in answer["ops"], answer["ops"]  # and the residual adds
     check_trace(trace, answer["results"])

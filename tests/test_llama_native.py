@@ -14,4 +14,5 @@ def test_tiny_llama_prefill_and_decode(tmp_path_factory):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs))
     assert "silu_mul (fused)" in answer["ops"], answer["ops"]  # the MLP gate runs fused
+    assert "linear_q4gsw + add (fused)" in answer["ops"], answer["ops"]  # and the residual adds
     check_trace(trace, answer["results"])

@@ -10,6 +10,9 @@
 // each walk their own weight rows (`gemv` for decode, `gemv_rows` for prefill); on GPUs
 // `gemv_coop` for decode (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
 override HAS_BIAS: bool = false;
+// out = x W^T (+ bias) + residual: a residual add the runtime folded into the linear
+// (runtime/fusion.py); `residual` is [M, N] like out.
+override HAS_RESIDUAL: bool = false;
 
 struct Params {
   m: u32,                 // rows of x (product of its leading live dims)
@@ -28,6 +31,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
 @group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read> residual: array<f32>;  // any buffer when !HAS_RESIDUAL
 
 // The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
 // Converted through i32: on CPU adapters an unsigned conversion to f32 takes several
@@ -42,11 +46,16 @@ fn q4_odd(word: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<vec4<i32>>(bytes & vec4<u32>(0xFu))) - 8.0;
 }
 
-fn with_bias(value: f32, n: u32) -> f32 {
+// The value stored at out[m, n]: the dot product plus the bias and the residual.
+fn epilogue(value: f32, m: u32, n: u32) -> f32 {
+  var result = value;
   if (HAS_BIAS) {
-    return value + bias[n];
+    result += bias[n];
   }
-  return value;
+  if (HAS_RESIDUAL) {
+    result += residual[m * p.n + n];
+  }
+  return result;
 }
 
 // --- gemv, gemv_rows: no shared memory, no barriers ----------------------------------
@@ -110,7 +119,7 @@ fn gemv(
   }
   for (var j = 0u; j < GEMV_OUTPUTS; j++) {
     if (n0 + j < p.n) {
-      out[m * p.n + n0 + j] = with_bias(total[j], n0 + j);
+      out[m * p.n + n0 + j] = epilogue(total[j], m, n0 + j);
     }
   }
 }
@@ -153,7 +162,7 @@ fn gemv_rows(
   }
   for (var r = 0u; r < GEMV_ROWS; r++) {
     if (m0 + r < p.m) {
-      out[(m0 + r) * p.n + n] = with_bias(total[r], n);
+      out[(m0 + r) * p.n + n] = epilogue(total[r], m0 + r, n);
     }
   }
 }
@@ -197,7 +206,7 @@ fn gemv_coop(
     }
   }
   if (lid.x == 0u && n < p.n) {
-    out[m * p.n + n] = with_bias(partial[slot], n);
+    out[m * p.n + n] = epilogue(partial[slot], m, n);
   }
 }
 
@@ -281,7 +290,7 @@ fn store_row(m: u32, first_n: u32, values: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) {
     let n = first_n + j;
     if (n < p.n) {
-      out[m * p.n + n] = with_bias(values[j], n);
+      out[m * p.n + n] = epilogue(values[j], m, n);
     }
   }
 }

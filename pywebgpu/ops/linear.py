@@ -85,12 +85,15 @@ class LinearQ4gsw(OpHandler):
     def gemm_input(self):
         return self.x.buffer
 
+    residual = None  # a tensor added to the output (LinearQ4gswResidual)
+
     async def build(self):
         self.params = self.params_buffer(32)
-        constants = {"HAS_BIAS": self.bias is not None}
-        # Without a bias, any read-only buffer of this dispatch fills the bias slot.
+        constants = {"HAS_BIAS": self.bias is not None, "HAS_RESIDUAL": self.residual is not None}
+        # Without a bias or a residual, any read-only buffer of this dispatch fills the slot.
         bias = self.bias.buffer if self.bias is not None else self.scales.buffer
-        buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params]
+        residual = self.residual.buffer if self.residual is not None else self.scales.buffer
+        buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params, residual]
         self.kernels = {}
         for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemm"):
             pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
@@ -100,7 +103,7 @@ class LinearQ4gsw(OpHandler):
         if self.x.sizes[-1] != self.k:
             self.fail(f"x has {self.x.sizes[-1]} input features, the weights {self.k}")
         self.m = numel(self.x.sizes[:-1])
-        self.set_sizes(self.out, (*self.x.sizes[:-1], self.n))
+        self.set_sizes(self.out, self.out_sizes())
         self.write_params(
             self.params,
             pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, 0, 0),
@@ -114,6 +117,9 @@ class LinearQ4gsw(OpHandler):
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         else:
             self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
+
+    def out_sizes(self) -> tuple:
+        return (*self.x.sizes[:-1], self.n)
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
@@ -134,6 +140,28 @@ class LinearQ4gswWeightOnly(LinearQ4gsw):
         if len(args) != 6:
             self.fail(f"expected 6 arguments (x, weights, scales, group_size, bias, out), got {len(args)}")
         self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
+
+
+class LinearQ4gswResidual(LinearQ4gswWeightOnly):
+    """out = linear_q4gsw(x) + residual, one dispatch. Not an op of the exported graph:
+    the runtime puts it in place of a linear whose output only a same-shape add reads,
+    maybe through views (runtime/fusion.py): `out` and `residual` have the add's shape,
+    the [M, N] result in its element order. Args: x, weights, scales, group_size, bias,
+    residual, out."""
+
+    def __init__(self, graph, index, name, args):
+        LinearQ4gsw.__init__(self, graph, index, name, args)
+        if len(args) != 7:
+            self.fail(f"expected 7 arguments (x, weights, scales, group_size, bias, residual, out), got {len(args)}")
+        self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
+        self.residual = self.tensor(5)
+        if self.residual.dtype != "float32":
+            self.fail(f"the residual {self.residual.label} is {self.residual.dtype}; only float32 is supported")
+
+    def out_sizes(self) -> tuple:
+        if self.residual.numel != self.m * self.n:
+            self.fail(f"the residual is {list(self.residual.sizes)}, the linear's output {self.m}x{self.n}")
+        return self.residual.sizes
 
 
 def _zero_point_is_int8(op: OpHandler, zero_points) -> bool:

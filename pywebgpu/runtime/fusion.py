@@ -6,6 +6,12 @@ place of the last op of its pattern, where all its inputs exist.
 - silu · mul: torch exports the Llama MLP's `F.silu(gate) * up` as s = sigmoid(x),
   t = mul(x, s), out = mul(t, y). Where s and t are read by nothing else, the three
   become one `SiluMul` (ops/unary.py): two dispatches fewer per layer and token.
+- linear_q4gsw + add: each Llama block ends its attention and its MLP with a residual
+  add of a linear's output, h = x + linear(...) (through a view: the exporter reshapes
+  around 2-d linears). Where the linear's output is read by that add alone, with no
+  broadcasting and alpha 1, the add moves into the linear's store
+  (`LinearQ4gswResidual`, ops/linear.py, writing the add's output in the element order
+  the views keep): one dispatch fewer, twice per layer.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from .values import Tensor, ValueList
 def fuse(graph) -> None:
     """Apply every rewrite to `graph.ops` (a GraphRuntime before build)."""
     _fuse_silu_mul(graph)
+    _fuse_linear_residual(graph)
 
 
 def readers(ops, values) -> dict[int, list[int]]:
@@ -46,16 +53,23 @@ def _fold(graph, index: int, into: int):
     graph.ops[index] = OpHandler(graph, index, f"{op.name} (fused into #{into})", ())
 
 
-def _fuse_silu_mul(graph):
-    from ..ops.unary import SiluMul
-
+def _only_reader(graph):
+    """only_reader(value_id, index): the op that alone reads `value_id` (besides op
+    `index`, which writes it), None if several or none do or it is a graph output."""
     readers_of = readers(graph.ops, graph.values)
     outputs = {tensor.id for tensor in graph.outputs}
 
     def only_reader(value_id, index):
-        """The op that alone reads `value_id` (as an input, besides `index` writing it)."""
         users = [i for i in readers_of.get(value_id, []) if i != index]
         return users[0] if len(users) == 1 and value_id not in outputs else None
+
+    return only_reader
+
+
+def _fuse_silu_mul(graph):
+    from ..ops.unary import SiluMul
+
+    only_reader = _only_reader(graph)
 
     for sigmoid in list(graph.ops):
         if sigmoid.name != "aten.sigmoid.default" or len(sigmoid.args) != 2:
@@ -78,3 +92,36 @@ def _fuse_silu_mul(graph):
         graph.ops[second] = SiluMul(graph, second, "silu_mul (fused)", (x, y, out))
         _fold(graph, sigmoid.index, second)
         _fold(graph, first, second)
+
+
+def _fuse_linear_residual(graph):
+    from ..ops.linear import LinearQ4gswResidual, LinearQ4gswWeightOnly
+    from ..ops.view import ContiguousCopy
+
+    only_reader = _only_reader(graph)
+    for linear in list(graph.ops):
+        if type(linear) is not LinearQ4gswWeightOnly:
+            continue
+        # The output, through any views (the exporter reshapes around 2-d linears).
+        t, index, views = linear.args[-1], only_reader(linear.args[-1], linear.index), []
+        while index is not None and isinstance(graph.ops[index], ContiguousCopy):
+            views.append(index)
+            t, index = graph.ops[index].args[-1], only_reader(graph.ops[index].args[-1], index)
+        add = graph.ops[index] if index is not None else None
+        if add is None or add.name != "aten.add.Tensor" or len(add.args) != 4 or t not in add.args[:2]:
+            continue
+        a, b, alpha, out = add.args
+        residual = b if a == t else a
+        if residual == t or graph.values[alpha] not in (None, 1, 1.0):
+            continue
+        tensors = [graph.values[v] for v in (t, residual, out)]
+        if not all(isinstance(v, Tensor) for v in tensors):
+            continue
+        if not tensors[0].max_sizes == tensors[1].max_sizes == tensors[2].max_sizes:
+            continue  # broadcasting: left to the binary kernel
+        x, weights, scales, group_size, bias = linear.args[:5]
+        graph.ops[index] = LinearQ4gswResidual(
+            graph, index, "linear_q4gsw + add (fused)", (x, weights, scales, group_size, bias, residual, out)
+        )
+        for folded in (linear.index, *views):
+            _fold(graph, folded, index)

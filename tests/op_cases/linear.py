@@ -60,6 +60,22 @@ def both_kernel_sets(case_id, module, inputs, **kwargs):
     return in_both_kernel_sets(q4(case_id, module, inputs, **kwargs))
 
 
+class LinearPlusResidual(torch.nn.Module):
+    """A Llama block's residual add of a linear's output: `linear(x) + residual` (or the
+    operands swapped), which the runtime runs as one fused dispatch; with `reuse`, the
+    linear's output is read again and must stay unfused."""
+
+    def __init__(self, linear, swapped=False, reuse=False):
+        super().__init__()
+        self.linear, self.swapped, self.reuse = linear, swapped, reuse
+
+    def forward(self, x, residual):
+        y = self.linear(x)
+        out = residual + y if self.swapped else y + residual
+        return (out, y * 2.0) if self.reuse else out
+
+
+RESIDUAL_FUSED = "linear_q4gsw + add (fused)"
 seq = Dim("seq", min=1, max=80)
 
 CASES = [
@@ -80,6 +96,30 @@ CASES = [
         (r(1, 9, 128),),
         more_runs=[(r(1, 1, 128, seed=1),), (r(1, 80, 128, seed=2),), (r(1, 3, 128, seed=3),)],
         dynamic_shapes=({1: seq},),
+    ),
+    # The residual add folded into the linear, decode and prefill shapes; not where the
+    # residual broadcasts or the linear's output has another reader.
+    *both_kernel_sets(
+        "linear-q4gsw-residual-fused",
+        LinearPlusResidual(linear_4w(96, 44, bias=True, seed=8)),
+        (r(1, 5, 96), r(1, 5, 44, seed=1)),
+        more_runs=[(r(1, 1, 96, seed=2), r(1, 1, 44, seed=3)), (r(1, 70, 96, seed=4), r(1, 70, 44, seed=5))],
+        dynamic_shapes=({1: seq}, {1: seq}),
+        expect_ops=(RESIDUAL_FUSED,),
+        expect_no_ops=("aten.add.Tensor",),
+    ),
+    *both_kernel_sets(
+        "linear-q4gsw-residual-swapped-fused",
+        LinearPlusResidual(linear_4w(64, 20, seed=9), swapped=True),
+        (r(3, 64), r(3, 20, seed=1)),
+        expect_ops=(RESIDUAL_FUSED,),
+    ),
+    q4("linear-q4gsw-residual-broadcast-unfused", LinearPlusResidual(linear_4w(64, 20, seed=9)), (r(3, 64), r(20, seed=1)), expect_no_ops=(RESIDUAL_FUSED,)),
+    q4(
+        "linear-q4gsw-residual-reused-unfused",
+        LinearPlusResidual(linear_4w(64, 20, seed=9), reuse=True),
+        (r(3, 64), r(3, 20, seed=1)),
+        expect_no_ops=(RESIDUAL_FUSED,),
     ),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
