@@ -8,7 +8,8 @@
 //
 // Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
 // each walk their own weight rows (`gemv` for decode, `gemv_rows` for prefill); on GPUs
-// `gemv_coop` for decode (coalesced weight reads) and `gemm` for prefill (64x64 tiles).
+// `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and `gemm` for prefill
+// (64x64 tiles).
 override HAS_BIAS: bool = false;
 // out = x W^T (+ bias) + residual: a residual add the runtime folded into the linear
 // (runtime/fusion.py); `residual` is [M, N] like out.
@@ -207,6 +208,63 @@ fn gemv_coop(
   }
   if (lid.x == 0u && n < p.n) {
     out[m * p.n + n] = epilogue(partial[slot], m, n);
+  }
+}
+
+// --- gemv_coop4: a team of COOP_THREADS threads computes COOP4_OUTPUTS outputs ---------
+// For GPUs and large N (the LM head): each x value a thread loads serves 4 weight rows,
+// and a workgroup covers COOP4_TEAMS * 4 consecutive outputs (their scales share cache
+// lines). With few outputs it leaves the GPU underfilled: gemv_coop is faster there
+// (linear.py chooses; H200, N = 128,256, K = 2,048: 96 us vs 137 us).
+// Grid: (x, y) flatten the blocks of COOP4_TEAMS * COOP4_OUTPUTS outputs, z = m.
+const COOP4_TEAMS: u32 = 4u;
+const COOP4_OUTPUTS: u32 = 4u;  // linear.py's COOP4_OUTPUTS_PER_WORKGROUP = 16
+
+var<workgroup> partial4: array<vec4<f32>, COOP_THREADS * COOP4_TEAMS>;
+
+@compute @workgroup_size(COOP_THREADS, COOP4_TEAMS)
+fn gemv_coop4(
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let n0 = ((wg.x + wg.y * groups.x) * COOP4_TEAMS + lid.y) * COOP4_OUTPUTS;
+  let m = wg.z;
+  let x_row = m * (p.k / 4u);
+  var sum = vec4<f32>();
+  if (n0 < p.n) {
+    // Outputs past N read the last row and are not written (see gemv).
+    let row0 = n0 * p.weight_row_words;
+    let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
+    let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
+    let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
+    for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
+      let xa = x[x_row + 2u * w];
+      let xb = x[x_row + 2u * w + 1u];
+      let scale = (w * 8u / p.group_size) * p.scale_stride + n0;
+      sum += vec4<f32>(
+        dot_q4(weights[row0 + w], xa, xb),
+        dot_q4(weights[row1 + w], xa, xb),
+        dot_q4(weights[row2 + w], xa, xb),
+        dot_q4(weights[row3 + w], xa, xb),
+      ) * vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
+    }
+  }
+  let slot = lid.y * COOP_THREADS + lid.x;
+  partial4[slot] = sum;
+  for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
+    workgroupBarrier();
+    if (lid.x < stride) {
+      partial4[slot] += partial4[slot + stride];
+    }
+  }
+  if (lid.x == 0u) {
+    let total = partial4[slot];
+    for (var j = 0u; j < COOP4_OUTPUTS; j++) {
+      if (n0 + j < p.n) {
+        out[m * p.n + n0 + j] = epilogue(total[j], m, n0 + j);
+      }
+    }
   }
 }
 

@@ -27,6 +27,10 @@ from .registry import OpHandler, pack_u32, register
 GEMV_THREADS = 64  # threads per gemv workgroup (linear_q4gsw.wgsl)
 GEMV_OUTPUTS = 4  # outputs per gemv thread
 COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
+COOP4_OUTPUTS_PER_WORKGROUP = 16  # gemv_coop4: 4 teams of threads, 4 outputs each
+# From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads;
+# H200: N = 49,152 and 128,256 1.3-1.4x faster, 8,192 about even, 2,048 and 512 slower).
+COOP4_MIN_N = 16384
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
@@ -38,7 +42,8 @@ GEMV_MAX_ROWS = 4
 # CPU_GEMV_MAX_ROWS rows of x, `gemv_rows` (GEMV_ROWS rows per thread) also beats
 # the tiled GEMM, which pads M to its 64-row tiles (SwiftShader, SmolLM2: 16 rows 12 s vs
 # 31 s, 64 rows 48 s vs 45 s). GPUs want coalesced weight reads: a team of threads per
-# output (`gemv_coop`), and the tiled `gemm` for every prefill.
+# output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for large N), and the tiled `gemm`
+# for every prefill.
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 CPU_GEMV_MAX_ROWS = 48
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
@@ -95,7 +100,7 @@ class LinearQ4gsw(OpHandler):
         residual = self.residual.buffer if self.residual is not None else self.scales.buffer
         buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params, residual]
         self.kernels = {}
-        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemm"):
+        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemv_coop4", "gemm"):
             pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
             self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
 
@@ -115,6 +120,8 @@ class LinearQ4gsw(OpHandler):
             self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
+        elif self.kernel == "gemv_coop4":
+            self.grid = (*linear_grid(-(-self.n // COOP4_OUTPUTS_PER_WORKGROUP), 1), self.m)
         else:
             self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
 
@@ -126,7 +133,9 @@ class LinearQ4gsw(OpHandler):
             if self.m <= GEMV_MAX_ROWS:
                 return "gemv"
             return "gemv_rows" if self.m <= CPU_GEMV_MAX_ROWS else "gemm"
-        return "gemv_coop" if self.m <= GEMV_MAX_ROWS else "gemm"
+        if self.m > GEMV_MAX_ROWS:
+            return "gemm"
+        return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
 
     def record(self, recorder):
         if self.m:

@@ -84,6 +84,8 @@ CASES = [
     *both_kernel_sets("linear-q4gsw-gemv-3rows-bias", linear_4w(96, 20, bias=True), (r(3, 96),)),
     # K / 8 = 72 words: several strides of gemv_coop's 32-thread team, the last one partial.
     *both_kernel_sets("linear-q4gsw-gemv-k576-bias", linear_4w(576, 44, bias=True, seed=7), (r(1, 2, 576),)),
+    # N past linear.COOP4_MIN_N (an LM head's kernel on GPUs), not a multiple of its blocks.
+    *both_kernel_sets("linear-q4gsw-gemv-wide-n16420", linear_4w(64, 16420, bias=True, seed=10), (r(1, 2, 64),)),
     *both_kernel_sets("linear-q4gsw-m7-bias", linear_4w(96, 20, bias=True, seed=1), (r(7, 96),)),
     *both_kernel_sets("linear-q4gsw-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
     *both_kernel_sets("linear-q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
