@@ -7,7 +7,7 @@
 // of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
 //
 // Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
-// each walk their own weight rows (`gemv` for decode, `gemv_rows` for prefill); on GPUs
+// each walk their own weight rows (`gemv` for one row of x, `gemv_rows` for more); on GPUs
 // `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and `gemm` for prefill
 // (64x64 tiles).
 override HAS_BIAS: bool = false;
@@ -66,16 +66,17 @@ fn epilogue(value: f32, m: u32, n: u32) -> f32 {
 // the x rows are read by every thread and stay in cache. On such adapters a load costs
 // far more than an arithmetic instruction: `gemv` (decode) has each thread compute
 // GEMV_OUTPUTS consecutive outputs of one row of x, so that each x value it loads serves
-// GEMV_OUTPUTS weights (2.2x faster on SwiftShader than one output per thread);
-// `gemv_rows` (prefill on those adapters) computes one output for GEMV_ROWS rows of x,
-// so that each unpacked word is used GEMV_ROWS times. Accumulators are scalars or
-// vectors, never private arrays indexed in a loop (SwiftShader spills those: ~1.8x
-// slower).
+// GEMV_OUTPUTS weights (2x faster on SwiftShader than one output per thread);
+// `gemv_rows` (several rows: prefill on those adapters) computes those outputs for
+// GEMV_ROWS rows of x, so that each unpacked word also serves GEMV_ROWS rows (SwiftShader,
+// 128 rows: 2x faster than the tiled GEMM, whose barriers cost more than they save).
+// Accumulators are scalars or vectors, never private arrays indexed in a loop
+// (SwiftShader spills those: ~1.8x slower).
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads; z = m (gemv) or
 // ceil(m / GEMV_ROWS) (gemv_rows).
 const GEMV_THREADS: u32 = 64u;
 const GEMV_OUTPUTS: u32 = 4u;  // linear.py's GEMV_OUTPUTS
-const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
+const GEMV_ROWS: u32 = 4u;  // linear.py's GEMV_ROWS
 
 fn dot_q4(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
   return dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
@@ -131,41 +132,82 @@ fn gemv_rows(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n = (wg.x + wg.y * groups.x) * GEMV_THREADS + lid;
-  if (n >= p.n) {
+  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
+  if (n0 >= p.n) {
     return;
   }
+  // Rows of x past M repeat the last one and outputs past N the last weight row (in
+  // bounds, never written).
   let m0 = wg.z * GEMV_ROWS;
-  let row = n * p.weight_row_words;
+  let x_row0 = m0 * (p.k / 4u);
+  let x_row1 = min(m0 + 1u, p.m - 1u) * (p.k / 4u);
+  let x_row2 = min(m0 + 2u, p.m - 1u) * (p.k / 4u);
+  let x_row3 = min(m0 + 3u, p.m - 1u) * (p.k / 4u);
+  let row0 = n0 * p.weight_row_words;
+  let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
+  let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
+  let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
   let words_per_group = p.group_size / 8u;
-  // Rows past m repeat the last row (in bounds, never written).
-  var x_rows: array<u32, GEMV_ROWS>;
-  for (var r = 0u; r < GEMV_ROWS; r++) {
-    x_rows[r] = min(m0 + r, p.m - 1u) * (p.k / 4u);
-  }
-  var total: array<f32, GEMV_ROWS>;
-  var group_sum: array<f32, GEMV_ROWS>;
+  // total_r[j]: output n0 + j of row m0 + r.
+  var total0 = vec4<f32>();
+  var total1 = vec4<f32>();
+  var total2 = vec4<f32>();
+  var total3 = vec4<f32>();
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    // Zeroed by hand: naga does not re-initialize a `var` declared inside a loop.
-    for (var r = 0u; r < GEMV_ROWS; r++) {
-      group_sum[r] = 0.0;
-    }
+    var sum0 = vec4<f32>();
+    var sum1 = vec4<f32>();
+    var sum2 = vec4<f32>();
+    var sum3 = vec4<f32>();
     for (var w = first; w < first + words_per_group; w++) {
-      let word = weights[row + w];
-      for (var r = 0u; r < GEMV_ROWS; r++) {
-        group_sum[r] += dot_q4(word, x[x_rows[r] + 2u * w], x[x_rows[r] + 2u * w + 1u]);
+      // The word of each output, unpacked once for the four rows.
+      let a = weights[row0 + w];
+      let b = weights[row1 + w];
+      let c = weights[row2 + w];
+      let d = weights[row3 + w];
+      let a_even = q4_even(a);
+      let a_odd = q4_odd(a);
+      let b_even = q4_even(b);
+      let b_odd = q4_odd(b);
+      let c_even = q4_even(c);
+      let c_odd = q4_odd(c);
+      let d_even = q4_even(d);
+      let d_odd = q4_odd(d);
+      sum0 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row0 + 2u * w], x[x_row0 + 2u * w + 1u]);
+      sum1 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row1 + 2u * w], x[x_row1 + 2u * w + 1u]);
+      sum2 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row2 + 2u * w], x[x_row2 + 2u * w + 1u]);
+      sum3 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row3 + 2u * w], x[x_row3 + 2u * w + 1u]);
+    }
+    let scale = (first / words_per_group) * p.scale_stride + n0;
+    let group_scales = vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
+    total0 += sum0 * group_scales;
+    total1 += sum1 * group_scales;
+    total2 += sum2 * group_scales;
+    total3 += sum3 * group_scales;
+  }
+  let totals = array<vec4<f32>, GEMV_ROWS>(total0, total1, total2, total3);
+  for (var r = 0u; r < GEMV_ROWS; r++) {
+    for (var j = 0u; j < GEMV_OUTPUTS; j++) {
+      if (m0 + r < p.m && n0 + j < p.n) {
+        out[(m0 + r) * p.n + n0 + j] = epilogue(totals[r][j], m0 + r, n0 + j);
       }
     }
-    let scale = scales[(first / words_per_group) * p.scale_stride + n];
-    for (var r = 0u; r < GEMV_ROWS; r++) {
-      total[r] += group_sum[r] * scale;
-    }
   }
-  for (var r = 0u; r < GEMV_ROWS; r++) {
-    if (m0 + r < p.m) {
-      out[(m0 + r) * p.n + n] = epilogue(total[r], m0 + r, n);
-    }
-  }
+}
+
+// The 8 values of x at one word (xa, xb) times the unpacked words of 4 outputs.
+fn dot_words(
+  a_even: vec4<f32>, a_odd: vec4<f32>, b_even: vec4<f32>, b_odd: vec4<f32>,
+  c_even: vec4<f32>, c_odd: vec4<f32>, d_even: vec4<f32>, d_odd: vec4<f32>,
+  xa: vec4<f32>, xb: vec4<f32>,
+) -> vec4<f32> {
+  let x_even = vec4<f32>(xa.x, xa.z, xb.x, xb.z);
+  let x_odd = vec4<f32>(xa.y, xa.w, xb.y, xb.w);
+  return vec4<f32>(
+    dot(a_even, x_even) + dot(a_odd, x_odd),
+    dot(b_even, x_even) + dot(b_odd, x_odd),
+    dot(c_even, x_even) + dot(c_odd, x_odd),
+    dot(d_even, x_even) + dot(d_odd, x_odd),
+  );
 }
 
 // --- gemv_coop: a team of COOP_THREADS threads computes one output of one row of x -------

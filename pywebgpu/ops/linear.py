@@ -34,18 +34,16 @@ COOP4_MIN_N = 16384
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
-# Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
-GEMV_MAX_ROWS = 4
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
-# and threads walking their own weight rows (`gemv`: 4 outputs each) are fastest; up to
-# CPU_GEMV_MAX_ROWS rows of x, `gemv_rows` (GEMV_ROWS rows per thread) also beats
-# the tiled GEMM, which pads M to its 64-row tiles (SwiftShader, SmolLM2: 16 rows 12 s vs
-# 31 s, 64 rows 48 s vs 45 s). GPUs want coalesced weight reads: a team of threads per
-# output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for large N), and the tiled `gemm`
-# for every prefill.
-GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
-CPU_GEMV_MAX_ROWS = 48
+# and threads walking their own weight rows are fastest: `gemv` (4 outputs each) for one
+# row of x, `gemv_rows` (4 outputs of GEMV_ROWS rows each) for more, at any M
+# (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8). GPUs want coalesced weight
+# reads: a team of threads per output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for
+# large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
+GEMV_ROWS = 4  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
+# Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
+GPU_GEMV_MAX_ROWS = 4
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -117,7 +115,7 @@ class LinearQ4gsw(OpHandler):
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
         elif self.kernel == "gemv_rows":
-            self.grid = (*linear_grid(-(-self.n // GEMV_THREADS), 1), -(-self.m // GEMV_ROWS))
+            self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         elif self.kernel == "gemv_coop4":
@@ -130,10 +128,8 @@ class LinearQ4gsw(OpHandler):
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
-            if self.m <= GEMV_MAX_ROWS:
-                return "gemv"
-            return "gemv_rows" if self.m <= CPU_GEMV_MAX_ROWS else "gemm"
-        if self.m > GEMV_MAX_ROWS:
+            return "gemv" if self.m == 1 else "gemv_rows"
+        if self.m > GPU_GEMV_MAX_ROWS:
             return "gemm"
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
 

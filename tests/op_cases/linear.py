@@ -8,7 +8,8 @@ run in float64). Shapes: the exporter needs K % 4 == 0 and, for now, N % 4 == 0 
 N % 4 != 0 the Vulkan fusion pass crashes in et_vk.linear_q4gsw's reference impl: the
 scales are padded to a multiple of 4 columns but the reference views them unpadded), so N
 varies over multiples of 4 that are not multiples of 8 or of the 64-wide GEMM tile. M is
-prime where it can be; up to 4 rows run the GEMV kernel, more the tiled GEMM.
+prime where it can be. With the kernels for GPUs up to 4 rows run a GEMV, more the tiled
+GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 4).
 """
 
 import torch
