@@ -56,16 +56,16 @@ async def _step(model, tokens, position, clock):
     return candidates[0][1], finished - started, clock.returned_at - started
 
 
-async def _decode(model, first_token, position, count, clock):
+async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS):
     """`count` greedy decode steps from `position`, as ChatSession decodes greedily: the
-    steps run RUN_AHEAD_STEPS ahead of the host (each takes its token on the GPU from the
+    steps run `run_ahead` ahead of the host (each takes its token on the GPU from the
     step before). Returns (tokens, wall s for all, host s per submitted step)."""
     tokens, hosts = [], []
     started = _now()
     steps = deque([model.start_next_token_candidates([first_token], position, k=1)])
     submitted = 1
     while steps:
-        while submitted < count and len(steps) <= RUN_AHEAD_STEPS:
+        while submitted < count and len(steps) <= run_ahead:
             submitting = _now()
             steps.append(model.start_greedy_step(position + submitted))
             hosts.append(clock.returned_at - submitting)
@@ -120,11 +120,13 @@ async def profile_ops(model, tokens, position) -> dict:
     return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
 
-async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print) -> dict:
+async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None) -> dict:
     """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
     first token) and `decode_tokens` greedy steps after a prompt of each
     `decode_contexts` length (tok/s, host ms per token, GPU ms per token where the adapter
-    has timestamp queries); medians over `reps`."""
+    has timestamp queries), decoding `run_ahead` steps ahead of the host (None: as
+    ChatSession); medians over `reps`."""
+    run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
     device = model.graph.device
     clock = _SubmitClock(device)
     if decode_tokens < 2:
@@ -148,6 +150,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         "gpu_memory_bytes": device.allocated_bytes,
         "dispatches_per_decode_token": decode_dispatches,
         "dispatches_per_prefill_call": prefill_dispatches,
+        "decode_run_ahead_steps": run_ahead,
         "prefill": {},
         "decode": {},
     }
@@ -169,7 +172,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         first, _, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, generated = [], [], None
         for rep in range(reps):
-            generated, seconds, hosts = await _decode(model, first, context, decode_tokens, clock)
+            generated, seconds, hosts = await _decode(model, first, context, decode_tokens, clock, run_ahead)
             speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
             log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
@@ -209,6 +212,7 @@ async def load_and_measure(manifest_location, config: dict, pte_data=None, log=p
         config["decode_tokens"],
         config["reps"],
         log,
+        config.get("run_ahead"),
     )
     result["load_s"] = load_s
     return result
