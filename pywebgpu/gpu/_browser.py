@@ -8,7 +8,6 @@ from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
 
 from .device import (
     OPTIONAL_FEATURES,
-    POOLED_READ_BYTES,
     REQUESTED_LIMITS,
     AdapterSummary,
     BufferUsage,
@@ -144,10 +143,11 @@ class BrowserDevice(Device):
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
     def _raw_start_read(self, buffer, offset, size):
-        pooled = size <= POOLED_READ_BYTES
-        free = self._free_staging.setdefault(size, []) if pooled else []
-        staging = free.pop() if free else self.raw.createBuffer(
-            _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+        staging = self._take_staging(
+            size,
+            lambda: self.raw.createBuffer(
+                _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+            ),
         )
         encoder = self.raw.createCommandEncoder()
         encoder.copyBufferToBuffer(buffer.handle, offset, staging, 0, size)
@@ -165,10 +165,9 @@ class BrowserDevice(Device):
                 mapped = True
                 return memoryview(staging.getMappedRange().to_bytes())
             finally:
-                if pooled and mapped:
+                if mapped:
                     staging.unmap()
-                    free.append(staging)
-                else:
+                if not (mapped and self._keep_staging(size, staging)):
                     staging.destroy()
 
         return finish

@@ -6,7 +6,6 @@ import wgpu
 
 from .device import (
     OPTIONAL_FEATURES,
-    POOLED_READ_BYTES,
     REQUESTED_LIMITS,
     STORAGE_USAGE,
     AdapterSummary,
@@ -80,10 +79,8 @@ class NativeDevice(Device):
         self._queue.write_buffer(buffer.handle, buffer_offset, view)
 
     def _raw_start_read(self, buffer, offset, size):
-        pooled = size <= POOLED_READ_BYTES
-        free = self._free_staging.setdefault(size, []) if pooled else []
-        staging = free.pop() if free else self.raw.create_buffer(
-            size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback"
+        staging = self._take_staging(
+            size, lambda: self.raw.create_buffer(size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback")
         )
         encoder = self.raw.create_command_encoder()
         encoder.copy_buffer_to_buffer(buffer.handle, offset, staging, 0, size)
@@ -100,9 +97,7 @@ class NativeDevice(Device):
             except wgpu.GPUError as error:
                 staging.destroy()
                 raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
-            if pooled:
-                free.append(staging)
-            else:
+            if not self._keep_staging(size, staging):
                 staging.destroy()
             return data
 

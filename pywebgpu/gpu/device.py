@@ -216,6 +216,20 @@ class Device:
             )
         return self._finish_read(self._raw_start_read(buffer, offset, size))
 
+    def _take_staging(self, size: int, create):
+        """A readback staging buffer (backend handle) of `size` bytes: a pooled one when
+        one is free, else `create()`'s."""
+        free = self._free_staging.get(size) if size <= POOLED_READ_BYTES else None
+        return free.pop() if free else create()
+
+    def _keep_staging(self, size: int, staging) -> bool:
+        """Keep an unmapped staging buffer for the next read of `size` bytes; False when
+        reads of that size are not pooled (the backend then destroys it)."""
+        if size > POOLED_READ_BYTES:
+            return False
+        self._free_staging.setdefault(size, []).append(staging)
+        return True
+
     async def _finish_read(self, finish) -> memoryview:
         data = await finish()
         self._raise_pending_errors()
