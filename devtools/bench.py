@@ -200,7 +200,7 @@ def add_measure_options(parser: argparse.ArgumentParser):
     parser.add_argument("--decode-tokens", type=int, default=32, help="greedy tokens decoded per measurement (default 32)")
     parser.add_argument("--prefill", default="128,512", help="prompt lengths timed for prefill (default 128,512)")
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
-    parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's linear kernels for CPU adapters or for GPUs (default: by adapter)")
+    parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's kernels for CPU adapters or for GPUs (default: by adapter)")
     parser.add_argument("--run-ahead", type=int, help="decode steps pywebgpu submits ahead of the host (default: as ChatSession, RUN_AHEAD_STEPS)")
 
 
