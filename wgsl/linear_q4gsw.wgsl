@@ -59,6 +59,18 @@ fn epilogue(value: f32, m: u32, n: u32) -> f32 {
   return result;
 }
 
+// For the kernels that compute 4 consecutive outputs n0 .. n0 + 3 per thread or team:
+// outputs past N read the last weight row and scales past N (the exporter pads a scales
+// row to a multiple of 4 columns; robust access covers any other layout's end); they are
+// never written.
+fn weight_row(n: u32) -> u32 {
+  return min(n, p.n - 1u) * p.weight_row_words;
+}
+
+fn scales4(first: u32) -> vec4<f32> {
+  return vec4<f32>(scales[first], scales[first + 1u], scales[first + 2u], scales[first + 3u]);
+}
+
 // --- gemv, gemv_rows: no shared memory, no barriers ----------------------------------
 // Workgroups that reduce over K with barriers cost far more than the arithmetic on
 // CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's invocations one
@@ -94,13 +106,10 @@ fn gemv(
   }
   let m = wg.z;
   let x_row = m * (p.k / 4u);
-  // Outputs past N read the last weight row and scales past N (the exporter pads a
-  // scales row to a multiple of 4 columns; robust access covers any other layout's end);
-  // they are not written.
-  let row0 = n0 * p.weight_row_words;
-  let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
-  let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
-  let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
+  let row0 = weight_row(n0);
+  let row1 = weight_row(n0 + 1u);
+  let row2 = weight_row(n0 + 2u);
+  let row3 = weight_row(n0 + 3u);
   let words_per_group = p.group_size / 8u;
   var total = vec4<f32>();
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
@@ -117,7 +126,7 @@ fn gemv(
       );
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
-    total += group_sum * vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
+    total += group_sum * scales4(scale);
   }
   for (var j = 0u; j < GEMV_OUTPUTS; j++) {
     if (n0 + j < p.n) {
@@ -136,17 +145,16 @@ fn gemv_rows(
   if (n0 >= p.n) {
     return;
   }
-  // Rows of x past M repeat the last one and outputs past N the last weight row (in
-  // bounds, never written).
+  // Rows of x past M repeat the last one (in bounds, never written).
   let m0 = wg.z * GEMV_ROWS;
   let x_row0 = m0 * (p.k / 4u);
   let x_row1 = min(m0 + 1u, p.m - 1u) * (p.k / 4u);
   let x_row2 = min(m0 + 2u, p.m - 1u) * (p.k / 4u);
   let x_row3 = min(m0 + 3u, p.m - 1u) * (p.k / 4u);
-  let row0 = n0 * p.weight_row_words;
-  let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
-  let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
-  let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
+  let row0 = weight_row(n0);
+  let row1 = weight_row(n0 + 1u);
+  let row2 = weight_row(n0 + 2u);
+  let row3 = weight_row(n0 + 3u);
   let words_per_group = p.group_size / 8u;
   // total_r[j]: output n0 + j of row m0 + r.
   var total0 = vec4<f32>();
@@ -178,7 +186,7 @@ fn gemv_rows(
       sum3 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row3 + 2u * w], x[x_row3 + 2u * w + 1u]);
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
-    let group_scales = vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
+    let group_scales = scales4(scale);
     total0 += sum0 * group_scales;
     total1 += sum1 * group_scales;
     total2 += sum2 * group_scales;
@@ -275,11 +283,10 @@ fn gemv_coop4(
   let x_row = m * (p.k / 4u);
   var sum = vec4<f32>();
   if (n0 < p.n) {
-    // Outputs past N read the last row and are not written (see gemv).
-    let row0 = n0 * p.weight_row_words;
-    let row1 = min(n0 + 1u, p.n - 1u) * p.weight_row_words;
-    let row2 = min(n0 + 2u, p.n - 1u) * p.weight_row_words;
-    let row3 = min(n0 + 3u, p.n - 1u) * p.weight_row_words;
+    let row0 = weight_row(n0);
+    let row1 = weight_row(n0 + 1u);
+    let row2 = weight_row(n0 + 2u);
+    let row3 = weight_row(n0 + 3u);
     for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
       let xa = x[x_row + 2u * w];
       let xb = x[x_row + 2u * w + 1u];
@@ -289,7 +296,7 @@ fn gemv_coop4(
         dot_q4(weights[row1 + w], xa, xb),
         dot_q4(weights[row2 + w], xa, xb),
         dot_q4(weights[row3 + w], xa, xb),
-      ) * vec4<f32>(scales[scale], scales[scale + 1u], scales[scale + 2u], scales[scale + 3u]);
+      ) * scales4(scale);
     }
   }
   let slot = lid.y * COOP_THREADS + lid.x;
