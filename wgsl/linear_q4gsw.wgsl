@@ -10,10 +10,17 @@
 // each walk their own weight rows (`gemv` for one row of x, `gemv_rows` for more); on GPUs
 // `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and `gemm` for prefill
 // (64x64 tiles).
+//
+// Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
+// - HAS_RESIDUAL: out = x W^T (+ bias) + residual, `residual` [M, N] like out.
+// - X_SILU_MUL: x rows hold 2K values, a gate then an up projection; the linear reads
+//   silu(gate) * up in their place (the Llama MLP's down projection).
+// - several outputs: linears that read one x, their weights concatenated by rows; output
+//   n < split0 goes to `out` (rows of split0), n < split1 to `out1` (rows of
+//   split1 - split0), the rest to `out2`. One output: split0 = split1 = N.
 override HAS_BIAS: bool = false;
-// out = x W^T (+ bias) + residual: a residual add the runtime folded into the linear
-// (runtime/fusion.py); `residual` is [M, N] like out.
 override HAS_RESIDUAL: bool = false;
+override X_SILU_MUL: bool = false;
 
 struct Params {
   m: u32,                 // rows of x (product of its leading live dims)
@@ -22,8 +29,8 @@ struct Params {
   weight_row_words: u32,  // u32 words per packed weight row
   scale_stride: u32,      // length of a scales row (N padded to a multiple of 4)
   group_size: u32,
-  _pad0: u32,
-  _pad1: u32,
+  split0: u32,            // outputs written to `out`
+  split1: u32,            // outputs written to `out` and `out1`
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -33,6 +40,33 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
 @group(0) @binding(5) var<uniform> p: Params;
 @group(0) @binding(6) var<storage, read> residual: array<f32>;  // any buffer when !HAS_RESIDUAL
+// Written only with several outputs; else a spare buffer each (never one bound elsewhere
+// in the dispatch: WebGPU refuses writable bindings that alias).
+@group(0) @binding(7) var<storage, read_write> out1: array<f32>;
+@group(0) @binding(8) var<storage, read_write> out2: array<f32>;
+
+// Where row m of x starts, in vec4s.
+fn x_row_start(m: u32) -> u32 {
+  if (X_SILU_MUL) {
+    return m * (p.k / 2u);
+  }
+  return m * (p.k / 4u);
+}
+
+// unary.wgsl's sigmoid, so that the fused MLP computes what the unfused ops do.
+fn sigmoid(v: vec4<f32>) -> vec4<f32> {
+  let e = exp(-abs(v));
+  return select(e / (1.0 + e), 1.0 / (1.0 + e), v >= vec4<f32>(0.0));
+}
+
+// Values 4i .. 4i + 3 of the row of x starting at `row` (x_row_start).
+fn x_vec(row: u32, i: u32) -> vec4<f32> {
+  if (X_SILU_MUL) {
+    let gate = x[row + i];
+    return (gate * sigmoid(gate)) * x[row + p.k / 4u + i];
+  }
+  return x[row + i];
+}
 
 // The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
 // Converted through i32: on CPU adapters an unsigned conversion to f32 takes several
@@ -47,8 +81,8 @@ fn q4_odd(word: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<vec4<i32>>(bytes & vec4<u32>(0xFu))) - 8.0;
 }
 
-// The value stored at out[m, n]: the dot product plus the bias and the residual.
-fn epilogue(value: f32, m: u32, n: u32) -> f32 {
+// Stores output n of row m of x: the dot product plus the bias and the residual.
+fn store(m: u32, n: u32, value: f32) {
   var result = value;
   if (HAS_BIAS) {
     result += bias[n];
@@ -56,7 +90,13 @@ fn epilogue(value: f32, m: u32, n: u32) -> f32 {
   if (HAS_RESIDUAL) {
     result += residual[m * p.n + n];
   }
-  return result;
+  if (n < p.split0) {
+    out[m * p.split0 + n] = result;
+  } else if (n < p.split1) {
+    out1[m * (p.split1 - p.split0) + n - p.split0] = result;
+  } else {
+    out2[m * (p.n - p.split1) + n - p.split1] = result;
+  }
 }
 
 // For the kernels that compute 4 consecutive outputs n0 .. n0 + 3 per thread or team:
@@ -105,7 +145,7 @@ fn gemv(
     return;
   }
   let m = wg.z;
-  let x_row = m * (p.k / 4u);
+  let x_row = x_row_start(m);
   let row0 = weight_row(n0);
   let row1 = weight_row(n0 + 1u);
   let row2 = weight_row(n0 + 2u);
@@ -116,8 +156,8 @@ fn gemv(
     // One group: its words share a scale per output, applied once to their sum.
     var group_sum = vec4<f32>();
     for (var w = first; w < first + words_per_group; w++) {
-      let xa = x[x_row + 2u * w];
-      let xb = x[x_row + 2u * w + 1u];
+      let xa = x_vec(x_row, 2u * w);
+      let xb = x_vec(x_row, 2u * w + 1u);
       group_sum += vec4<f32>(
         dot_q4(weights[row0 + w], xa, xb),
         dot_q4(weights[row1 + w], xa, xb),
@@ -130,7 +170,7 @@ fn gemv(
   }
   for (var j = 0u; j < GEMV_OUTPUTS; j++) {
     if (n0 + j < p.n) {
-      out[m * p.n + n0 + j] = epilogue(total[j], m, n0 + j);
+      store(m, n0 + j, total[j]);
     }
   }
 }
@@ -147,10 +187,10 @@ fn gemv_rows(
   }
   // Rows of x past M repeat the last one (in bounds, never written).
   let m0 = wg.z * GEMV_ROWS;
-  let x_row0 = m0 * (p.k / 4u);
-  let x_row1 = min(m0 + 1u, p.m - 1u) * (p.k / 4u);
-  let x_row2 = min(m0 + 2u, p.m - 1u) * (p.k / 4u);
-  let x_row3 = min(m0 + 3u, p.m - 1u) * (p.k / 4u);
+  let x_row0 = x_row_start(m0);
+  let x_row1 = x_row_start(min(m0 + 1u, p.m - 1u));
+  let x_row2 = x_row_start(min(m0 + 2u, p.m - 1u));
+  let x_row3 = x_row_start(min(m0 + 3u, p.m - 1u));
   let row0 = weight_row(n0);
   let row1 = weight_row(n0 + 1u);
   let row2 = weight_row(n0 + 2u);
@@ -180,10 +220,10 @@ fn gemv_rows(
       let c_odd = q4_odd(c);
       let d_even = q4_even(d);
       let d_odd = q4_odd(d);
-      sum0 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row0 + 2u * w], x[x_row0 + 2u * w + 1u]);
-      sum1 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row1 + 2u * w], x[x_row1 + 2u * w + 1u]);
-      sum2 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row2 + 2u * w], x[x_row2 + 2u * w + 1u]);
-      sum3 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x[x_row3 + 2u * w], x[x_row3 + 2u * w + 1u]);
+      sum0 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row0, 2u * w), x_vec(x_row0, 2u * w + 1u));
+      sum1 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row1, 2u * w), x_vec(x_row1, 2u * w + 1u));
+      sum2 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row2, 2u * w), x_vec(x_row2, 2u * w + 1u));
+      sum3 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row3, 2u * w), x_vec(x_row3, 2u * w + 1u));
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
     let group_scales = scales4(scale);
@@ -196,7 +236,7 @@ fn gemv_rows(
   for (var r = 0u; r < GEMV_ROWS; r++) {
     for (var j = 0u; j < GEMV_OUTPUTS; j++) {
       if (m0 + r < p.m && n0 + j < p.n) {
-        out[(m0 + r) * p.n + n0 + j] = epilogue(totals[r][j], m0 + r, n0 + j);
+        store(m0 + r, n0 + j, totals[r][j]);
       }
     }
   }
@@ -236,13 +276,13 @@ fn gemv_coop(
 ) {
   let n = (wg.x + wg.y * groups.x) * COOP_ROWS + lid.y;
   let m = wg.z;
-  let x_row = m * (p.k / 4u);
+  let x_row = x_row_start(m);
   var sum = 0.0;
   if (n < p.n) {
     let row = n * p.weight_row_words;
     for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
-      let xa = x[x_row + 2u * w];
-      let xb = x[x_row + 2u * w + 1u];
+      let xa = x_vec(x_row, 2u * w);
+      let xb = x_vec(x_row, 2u * w + 1u);
       let word = weights[row + w];
       let scale = scales[(w * 8u / p.group_size) * p.scale_stride + n];
       sum += scale * (dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w)));
@@ -257,7 +297,7 @@ fn gemv_coop(
     }
   }
   if (lid.x == 0u && n < p.n) {
-    out[m * p.n + n] = epilogue(partial[slot], m, n);
+    store(m, n, partial[slot]);
   }
 }
 
@@ -280,7 +320,7 @@ fn gemv_coop4(
 ) {
   let n0 = ((wg.x + wg.y * groups.x) * COOP4_TEAMS + lid.y) * COOP4_OUTPUTS;
   let m = wg.z;
-  let x_row = m * (p.k / 4u);
+  let x_row = x_row_start(m);
   var sum = vec4<f32>();
   if (n0 < p.n) {
     let row0 = weight_row(n0);
@@ -288,8 +328,8 @@ fn gemv_coop4(
     let row2 = weight_row(n0 + 2u);
     let row3 = weight_row(n0 + 3u);
     for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
-      let xa = x[x_row + 2u * w];
-      let xb = x[x_row + 2u * w + 1u];
+      let xa = x_vec(x_row, 2u * w);
+      let xb = x_vec(x_row, 2u * w + 1u);
       let scale = (w * 8u / p.group_size) * p.scale_stride + n0;
       sum += vec4<f32>(
         dot_q4(weights[row0 + w], xa, xb),
@@ -311,7 +351,7 @@ fn gemv_coop4(
     let total = partial4[slot];
     for (var j = 0u; j < COOP4_OUTPUTS; j++) {
       if (n0 + j < p.n) {
-        out[m * p.n + n0 + j] = epilogue(total[j], m, n0 + j);
+        store(m, n0 + j, total[j]);
       }
     }
   }
@@ -348,7 +388,7 @@ fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
       let kv = k0 / 4u + kq;
       var v = vec4<f32>(0.0);
       if (m0 + row < p.m && kv < k_vecs) {
-        v = x[(m0 + row) * k_vecs + kv];
+        v = x_vec(x_row_start(m0 + row), kv);
       }
       for (var c = 0u; c < 4u; c++) {
         x_tile[(4u * kq + c) * TILE_VEC + row / 4u][row % 4u] = v[c];
@@ -397,7 +437,7 @@ fn store_row(m: u32, first_n: u32, values: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) {
     let n = first_n + j;
     if (n < p.n) {
-      out[m * p.n + n] = epilogue(values[j], m, n);
+      store(m, n, values[j]);
     }
   }
 }

@@ -55,8 +55,13 @@ class LinearQ4gsw(OpHandler):
     """Base of the 4-bit linears: parses the weight arguments, runs GEMV or GEMM on
     `self.gemm_input` (x itself, or a dequantized copy made by a subclass)."""
 
+    # With X_SILU_MUL (runtime/fusion.py) x rows hold a gate and an up projection, 2K
+    # values, and the linear reads silu(gate) * up.
+    x_silu_mul = False
+
     def parse_weights(self, weights: int, scales: int, group_size: int, bias: int):
         self.x, self.out = self.tensor(0), self.tensor(len(self.args) - 1)
+        self.outputs = [self.out]
         self.weights, self.scales = self.tensor(weights), self.tensor(scales)
         self.bias = self.optional_tensor(bias)
         self.group_size = self.int_arg(group_size)
@@ -69,7 +74,7 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"scales {self.scales.label} should be 2-d [K/group_size, N], got {list(self.scales.max_sizes)}")
         if not self.x.max_sizes:
             self.fail("x is 0-d")
-        self.k = self.x.max_sizes[-1]
+        self.k = self.x.max_sizes[-1] // 2 if self.x_silu_mul else self.x.max_sizes[-1]
         self.n = self.out.max_sizes[-1]
         n_rows, row_bytes = self.weights.max_sizes
         groups, scale_stride = self.scales.max_sizes
@@ -90,26 +95,46 @@ class LinearQ4gsw(OpHandler):
 
     residual = None  # a tensor added to the output (LinearQ4gswResidual)
 
+    def packed_buffers(self):
+        """The buffers of the packed weights, the scales and the bias (None if none)."""
+        return self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None
+
     async def build(self):
         self.params = self.params_buffer(32)
-        constants = {"HAS_BIAS": self.bias is not None, "HAS_RESIDUAL": self.residual is not None}
-        # Without a bias or a residual, any read-only buffer of this dispatch fills the slot.
-        bias = self.bias.buffer if self.bias is not None else self.scales.buffer
-        residual = self.residual.buffer if self.residual is not None else self.scales.buffer
-        buffers = [self.out.buffer, self.gemm_input, self.weights.buffer, self.scales.buffer, bias, self.params, residual]
+        constants = {
+            "HAS_BIAS": self.bias is not None,
+            "HAS_RESIDUAL": self.residual is not None,
+            "X_SILU_MUL": self.x_silu_mul,
+        }
+        weights, scales, bias = self.packed_buffers()
+        # Slots of absent operands: any read-only buffer of this dispatch for the bias and
+        # the residual, the graph's spare buffers for unused outputs.
+        outputs = [tensor.buffer for tensor in self.outputs] + list(self.graph.spare_buffers)
+        buffers = {
+            0: outputs[0],
+            1: self.gemm_input,
+            2: weights,
+            3: scales,
+            4: bias or scales,
+            5: self.params,
+            6: self.residual.buffer if self.residual is not None else scales,
+            7: outputs[1],
+            8: outputs[2],
+        }
         self.kernels = {}
         for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemv_coop4", "gemm"):
             pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
             self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
 
     def resize(self):
-        if self.x.sizes[-1] != self.k:
-            self.fail(f"x has {self.x.sizes[-1]} input features, the weights {self.k}")
+        x_features = 2 * self.k if self.x_silu_mul else self.k
+        if self.x.sizes[-1] != x_features:
+            self.fail(f"x has {self.x.sizes[-1]} input features, the weights {x_features}")
         self.m = numel(self.x.sizes[:-1])
-        self.set_sizes(self.out, self.out_sizes())
+        splits = self.set_output_sizes()
         self.write_params(
             self.params,
-            pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, 0, 0),
+            pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits),
         )
         self.kernel = self.choose_kernel(self.kernel_set)
         if self.kernel == "gemv":
@@ -123,8 +148,11 @@ class LinearQ4gsw(OpHandler):
         else:
             self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
 
-    def out_sizes(self) -> tuple:
-        return (*self.x.sizes[:-1], self.n)
+    def set_output_sizes(self) -> tuple[int, int]:
+        """Set the outputs' live sizes; returns the kernel's (split0, split1): all N
+        outputs go to `out`."""
+        self.set_sizes(self.out, (*self.x.sizes[:-1], self.n))
+        return self.n, self.n
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
@@ -140,8 +168,9 @@ class LinearQ4gsw(OpHandler):
 
 @register("et_vk.linear_q4gsw.default")
 class LinearQ4gswWeightOnly(LinearQ4gsw):
-    def __init__(self, graph, index, name, args):
+    def __init__(self, graph, index, name, args, x_silu_mul=False):
         super().__init__(graph, index, name, args)
+        self.x_silu_mul = x_silu_mul
         if len(args) != 6:
             self.fail(f"expected 6 arguments (x, weights, scales, group_size, bias, out), got {len(args)}")
         self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
@@ -154,8 +183,9 @@ class LinearQ4gswResidual(LinearQ4gswWeightOnly):
     the [M, N] result in its element order. Args: x, weights, scales, group_size, bias,
     residual, out."""
 
-    def __init__(self, graph, index, name, args):
+    def __init__(self, graph, index, name, args, x_silu_mul=False):
         LinearQ4gsw.__init__(self, graph, index, name, args)
+        self.x_silu_mul = x_silu_mul
         if len(args) != 7:
             self.fail(f"expected 7 arguments (x, weights, scales, group_size, bias, residual, out), got {len(args)}")
         self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
@@ -163,10 +193,81 @@ class LinearQ4gswResidual(LinearQ4gswWeightOnly):
         if self.residual.dtype != "float32":
             self.fail(f"the residual {self.residual.label} is {self.residual.dtype}; only float32 is supported")
 
-    def out_sizes(self) -> tuple:
+    def set_output_sizes(self) -> tuple[int, int]:
         if self.residual.numel != self.m * self.n:
             self.fail(f"the residual is {list(self.residual.sizes)}, the linear's output {self.m}x{self.n}")
-        return self.residual.sizes
+        self.set_sizes(self.out, self.residual.sizes)
+        return self.n, self.n
+
+
+class LinearQ4gswConcat(LinearQ4gsw):
+    """Linears that read one x, as one dispatch: their packed weights, scales and biases
+    concatenated by output at build (the constants themselves are then not uploaded).
+    Not an op of the exported graph: the runtime puts it in place of the first of them
+    (runtime/fusion.py). Args: x, then one output per linear (at most 3), or one output
+    holding all of them side by side ([..., N1 + N2 + ...]). `linears`: the handlers of
+    the exported linear_q4gsw ops, in output order."""
+
+    MAX_OUTPUTS = 3  # out, out1, out2 in linear_q4gsw.wgsl
+
+    def __init__(self, graph, index, name, args, linears):
+        super().__init__(graph, index, name, args)
+        self.linears = linears
+        self.x, self.outputs = self.tensor(0), [self.tensor(i) for i in range(1, len(args))]
+        self.out = self.outputs[0]
+        first = linears[0]
+        if len(self.outputs) not in (1, len(linears)) or len(self.outputs) > self.MAX_OUTPUTS:
+            self.fail(f"{len(linears)} linears need one output or one each (at most {self.MAX_OUTPUTS})")
+        if not self.can_concatenate(linears):
+            self.fail("the linears differ in K, group size, weight row length or having a bias, or a weight is not a constant")
+        self.k, self.group_size, self.weight_row_words = first.k, first.group_size, first.weight_row_words
+        self.widths = [linear.n for linear in linears]
+        self.n = sum(self.widths)
+        self.scale_stride = -(-self.n // 4) * 4
+        self.bias = first.bias  # only whether there is one: the buffer is concatenated
+        if len(self.outputs) == 1 and self.out.max_sizes[-1] != self.n:
+            self.fail(f"output {self.out.label} {list(self.out.max_sizes)} does not hold {self.n} features")
+
+    @staticmethod
+    def can_concatenate(linears) -> bool:
+        first = linears[0]
+        for linear in linears:
+            if (linear.k, linear.group_size, linear.weight_row_words) != (first.k, first.group_size, first.weight_row_words):
+                return False
+            if (linear.bias is None) != (first.bias is None):
+                return False
+            if any(t is not None and t.constant is None for t in (linear.weights, linear.scales, linear.bias)):
+                return False
+        return True
+
+    def packed_buffers(self):
+        graph, device, linears = self.graph, self.graph.device, self.linears
+        label = f"{self.name}#{self.index}"
+        row_bytes = 4 * self.weight_row_words
+        weights = device.create_buffer(self.n * row_bytes, STORAGE_USAGE, label=f"{label}.weights")
+        scales = device.create_buffer(self.k // self.group_size * self.scale_stride * 4, STORAGE_USAGE, label=f"{label}.scales")
+        bias = device.create_buffer(self.n * 4, STORAGE_USAGE, label=f"{label}.bias") if self.bias is not None else None
+        first_output = 0
+        for linear in linears:
+            graph.write_constant(weights, linear.weights, first_output * row_bytes, 0, linear.n * row_bytes)
+            # Scales are [groups, N padded]: one row of each group at a time.
+            for group in range(self.k // self.group_size):
+                graph.write_constant(
+                    scales, linear.scales, (group * self.scale_stride + first_output) * 4, group * linear.scale_stride * 4, linear.n * 4
+                )
+            if bias is not None:
+                graph.write_constant(bias, linear.bias, first_output * 4, 0, linear.n * 4)
+            first_output += linear.n
+        return weights, scales, bias
+
+    def set_output_sizes(self) -> tuple[int, int]:
+        lead = self.x.sizes[:-1]
+        if len(self.outputs) == 1:
+            self.set_sizes(self.out, (*lead, self.n))
+            return self.n, self.n
+        for tensor, width in zip(self.outputs, self.widths):
+            self.set_sizes(tensor, (*lead, width))
+        return self.widths[0], sum(self.widths[:2])
 
 
 def _zero_point_is_int8(op: OpHandler, zero_points) -> bool:

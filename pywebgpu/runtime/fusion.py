@@ -12,6 +12,13 @@ place of the last op of its pattern, where all its inputs exist.
   broadcasting and alpha 1, the add moves into the linear's store
   (`LinearQ4gswResidual`, ops/linear.py, writing the add's output in the element order
   the views keep): one dispatch fewer, twice per layer.
+- the MLP: gate and up projections of one x, read (through views) only by a SiluMul
+  whose output only the down projection reads, become one linear writing gate and up
+  side by side into a new tensor, which the down projection reads as silu(gate) * up
+  (`LinearQ4gswConcat`, and X_SILU_MUL in ops/linear.py): three dispatches become two.
+- linears that read one x (attention's q, k and v projections): one dispatch writing
+  each output to its own tensor (`LinearQ4gswConcat`, up to 3 outputs), placed at the
+  first of them (their readers may come before the last): two dispatches fewer.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ def fuse(graph) -> None:
     """Apply every rewrite to `graph.ops` (a GraphRuntime before build)."""
     _fuse_silu_mul(graph)
     _fuse_linear_residual(graph)
+    _fuse_mlp(graph)
+    _fuse_shared_input_linears(graph)
 
 
 def readers(ops, values) -> dict[int, list[int]]:
@@ -125,3 +134,81 @@ def _fuse_linear_residual(graph):
         )
         for folded in (linear.index, *views):
             _fold(graph, folded, index)
+
+
+def _through_views(graph, only_reader, value_id, index):
+    """Follows value `value_id`, written by op `index`, through the views that alone read
+    it: (the last view's output, the op that alone reads that, the views' indexes)."""
+    from ..ops.view import ContiguousCopy
+
+    views, reader = [], only_reader(value_id, index)
+    while reader is not None and isinstance(graph.ops[reader], ContiguousCopy):
+        views.append(reader)
+        value_id = graph.ops[reader].args[-1]
+        reader = only_reader(value_id, reader)
+    return value_id, reader, views
+
+
+def _plain_linear(op) -> bool:
+    from ..ops.linear import LinearQ4gswWeightOnly
+
+    return type(op) is LinearQ4gswWeightOnly and not op.x_silu_mul
+
+
+def _fuse_mlp(graph):
+    from ..ops.linear import LinearQ4gswConcat, LinearQ4gswResidual, LinearQ4gswWeightOnly
+    from ..ops.unary import SiluMul
+
+    only_reader = _only_reader(graph)
+    # The plain linears that a SiluMul alone reads (through views): what it reads → the
+    # linear and the views between.
+    feeding = {}
+    for op in graph.ops:
+        if _plain_linear(op):
+            value_id, reader, views = _through_views(graph, only_reader, op.args[-1], op.index)
+            if reader is not None and type(graph.ops[reader]) is SiluMul:
+                feeding[value_id] = (op, views)
+    for silu_mul in list(graph.ops):
+        if type(silu_mul) is not SiluMul:
+            continue
+        gate_out, up_out, out = silu_mul.args
+        down_index = only_reader(out, silu_mul.index)
+        down = graph.ops[down_index] if down_index is not None else None
+        if type(down) not in (LinearQ4gswWeightOnly, LinearQ4gswResidual) or down.args[0] != out or down.x_silu_mul:
+            continue
+        if gate_out not in feeding or up_out not in feeding or gate_out == up_out:
+            continue
+        (gate, gate_views), (up, up_views) = feeding[gate_out], feeding[up_out]
+        if gate.args[0] != up.args[0] or not LinearQ4gswConcat.can_concatenate([gate, up]):
+            continue
+        if not gate.out.max_sizes == up.out.max_sizes == silu_mul.x.max_sizes:
+            continue  # the views reshape: silu(gate) * up would be read in another order
+        sizes = (*gate.out.max_sizes[:-1], gate.n + up.n)
+        both = Tensor(len(graph.values), "float32", sizes, sizes)
+        graph.values.append(both)
+        first, last = sorted((gate.index, up.index))
+        graph.ops[first] = LinearQ4gswConcat(graph, first, "linear_q4gsw gate|up (fused)", (gate.args[0], both.id), [gate, up])
+        _fold(graph, last, first)
+        for index in (*gate_views, *up_views, silu_mul.index):
+            _fold(graph, index, down.index)
+        name = "silu_mul + " + ("linear_q4gsw + add (fused)" if type(down) is LinearQ4gswResidual else "linear_q4gsw (fused)")
+        graph.ops[down.index] = type(down)(graph, down.index, name, (both.id, *down.args[1:]), x_silu_mul=True)
+
+
+def _fuse_shared_input_linears(graph):
+    from ..ops.linear import LinearQ4gswConcat
+
+    by_input: dict[int, list] = {}
+    for op in graph.ops:
+        if _plain_linear(op):
+            by_input.setdefault(op.args[0], []).append(op)
+    for linears in by_input.values():
+        for start in range(0, len(linears), LinearQ4gswConcat.MAX_OUTPUTS):
+            chunk = linears[start : start + LinearQ4gswConcat.MAX_OUTPUTS]
+            if len(chunk) < 2 or not LinearQ4gswConcat.can_concatenate(chunk):
+                continue
+            first = chunk[0].index
+            args = (chunk[0].args[0], *(linear.args[-1] for linear in chunk))
+            graph.ops[first] = LinearQ4gswConcat(graph, first, f"linear_q4gsw x{len(chunk)} (fused)", args, chunk)
+            for linear in chunk[1:]:
+                _fold(graph, linear.index, first)

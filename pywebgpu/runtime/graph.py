@@ -106,9 +106,13 @@ class GraphRuntime:
         aliases = {}
         for op in self.ops:
             aliases.update(op.aliases())
+        # Constants no op reads (those of linears fusion concatenated) stay on the host.
         for tensor in self.values:
             if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases:
-                tensor.buffer = self._upload_constant(tensor)
+                if tensor.id in self._consumers:
+                    tensor.buffer = self._upload_constant(tensor)
+        # Fill the writable binding slots of outputs an op does not have (linear_q4gsw).
+        self.spare_buffers = [self.device.create_buffer(4, STORAGE_USAGE, label=f"spare{i}") for i in range(2)]
         for slot, (size, tensor_ids) in enumerate(self._plan_memory(self._view_sources(), set(aliases))):
             buffer = self.device.create_buffer(size, STORAGE_USAGE, label=f"activations{slot}")
             for tensor_id in tensor_ids:
@@ -183,13 +187,26 @@ class GraphRuntime:
             slot[2].extend(members[group])
         return [(size, ids) for size, _, ids in slots]
 
-    def _upload_constant(self, tensor: Tensor):
+    @staticmethod
+    def _check_constant(tensor: Tensor):
         ref = tensor.constant
         if ref.size != tensor.max_nbytes:
             raise registry.OpError(
                 f"constant {tensor.label} ({ref.key or 'inline'}) has {ref.size} bytes, "
                 f"but {tensor.dtype}{list(tensor.max_sizes)} needs {tensor.max_nbytes}"
             )
+
+    def write_constant(self, buffer, tensor: Tensor, buffer_offset: int, offset: int, size: int):
+        """Queue `size` bytes of constant `tensor`'s data, from byte `offset` on, into
+        `buffer` at `buffer_offset` (offsets and size multiples of 4)."""
+        self._check_constant(tensor)
+        if offset + size > tensor.constant.size:
+            raise registry.OpError(f"bytes [{offset}, {offset + size}) are outside constant {tensor.label}")
+        self.device.write_buffer(buffer, self._data, buffer_offset=buffer_offset, data_offset=tensor.constant.offset + offset, size=size)
+
+    def _upload_constant(self, tensor: Tensor):
+        self._check_constant(tensor)
+        ref = tensor.constant
         buffer = self.device.create_buffer(ref.size, STORAGE_USAGE, label=f"{tensor.label}.constant")
         aligned = ref.size & ~3
         self.device.write_buffer(buffer, self._data, data_offset=ref.offset, size=aligned)

@@ -76,7 +76,41 @@ class LinearPlusResidual(torch.nn.Module):
         return (out, y * 2.0) if self.reuse else out
 
 
+class SharedInput(torch.nn.Module):
+    """Linears that read one x, like attention's q, k and v projections: the runtime runs
+    them as one dispatch (up to 3 at a time) writing each output to its own tensor."""
+
+    def __init__(self, *linears):
+        super().__init__()
+        self.linears = torch.nn.ModuleList(linears)
+
+    def forward(self, x):
+        outputs = [linear(x) for linear in self.linears]
+        # Readers of the first output before the other linears run, as RoPE reads q.
+        return (outputs[0] * 2.0, *outputs[1:])
+
+
+class Mlp(torch.nn.Module):
+    """The Llama MLP, down(silu(gate(x)) * up(x)) (+ x): the runtime runs gate and up as
+    one linear whose output the down projection reads as silu(gate) * up; with `reuse`,
+    the gate's output is read again and only gate and up are fused."""
+
+    def __init__(self, dim, hidden, bias=False, residual=True, reuse=False, seed=0):
+        super().__init__()
+        self.gate = linear_4w(dim, hidden, bias=bias, seed=seed)
+        self.up = linear_4w(dim, hidden, bias=bias, seed=seed + 1)
+        self.down = linear_4w(hidden, dim, seed=seed + 2)
+        self.residual, self.reuse = residual, reuse
+
+    def forward(self, x):
+        gate = self.gate(x)
+        out = self.down(torch.nn.functional.silu(gate) * self.up(x))
+        out = out + x if self.residual else out
+        return (out, gate + 1.0) if self.reuse else out
+
+
 RESIDUAL_FUSED = "linear_q4gsw + add (fused)"
+MLP_FUSED = ("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw + add (fused)")
 seq = Dim("seq", min=1, max=80)
 
 CASES = [
@@ -123,6 +157,46 @@ CASES = [
         LinearPlusResidual(linear_4w(64, 20, seed=9), reuse=True),
         (r(3, 64), r(3, 20, seed=1)),
         expect_no_ops=(RESIDUAL_FUSED,),
+    ),
+    # Linears of one x as one dispatch: q/k/v-like widths (the first output's width not a
+    # multiple of 8, so 4-output blocks straddle two outputs), decode and prefill rows.
+    *both_kernel_sets(
+        "linear-q4gsw-shared-input-x3",
+        SharedInput(linear_4w(96, 36, seed=11), linear_4w(96, 12, seed=12), linear_4w(96, 20, seed=13)),
+        (r(1, 5, 96),),
+        more_runs=[(r(1, 1, 96, seed=1),), (r(1, 70, 96, seed=2),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("linear_q4gsw x3 (fused)",),
+        expect_no_ops=("et_vk.linear_q4gsw.default",),
+    ),
+    # Four linears: three fused, the fourth alone; biases concatenated too.
+    *both_kernel_sets(
+        "linear-q4gsw-shared-input-x4-bias",
+        SharedInput(*(linear_4w(64, 20 + 8 * i, bias=True, seed=14 + i) for i in range(4))),
+        (r(3, 64),),
+        expect_ops=("linear_q4gsw x3 (fused)", "et_vk.linear_q4gsw.default"),
+    ),
+    *both_kernel_sets(
+        "linear-q4gsw-mlp-fused",
+        Mlp(64, 160, seed=20),
+        (r(1, 5, 64),),
+        more_runs=[(r(1, 1, 64, seed=1),), (r(1, 70, 64, seed=2),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=MLP_FUSED,
+        expect_no_ops=("silu_mul (fused)", "aten.add.Tensor"),
+    ),
+    *both_kernel_sets(
+        "linear-q4gsw-mlp-bias-no-residual-fused",
+        Mlp(96, 64, bias=True, residual=False, seed=21),
+        (r(2, 96),),
+        expect_ops=("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+    ),
+    q4(
+        "linear-q4gsw-mlp-gate-reused",
+        Mlp(64, 96, reuse=True, seed=22),
+        (r(3, 64),),
+        expect_ops=("linear_q4gsw x2 (fused)", "silu_mul (fused)"),
+        expect_no_ops=MLP_FUSED,
     ),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
