@@ -12,12 +12,14 @@ import torch
 
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
-# What the runtime's fusion pass makes of each block (runtime/fusion.py): q, k and v as
-# one linear; gate and up as one, which the down projection reads as silu(gate) * up,
-# adding the residual; the attention output projection adding the residual.
+# What the runtime's fusion pass makes of each block (runtime/fusion.py): the attention
+# norm and q, k and v as one linear; the MLP norm and gate and up as one, which the down
+# projection reads as silu(gate) * up, adding the residual; the attention output
+# projection adding the residual; the final norm and the LM head.
 FUSED_OPS = (
-    "linear_q4gsw x3 (fused)",
-    "linear_q4gsw gate|up (fused)",
+    "rms_norm + linear_q4gsw x3 (fused)",
+    "rms_norm + linear_q4gsw gate|up (fused)",
+    "rms_norm + linear_q4gsw (fused)",
     "silu_mul + linear_q4gsw + add (fused)",
     "linear_q4gsw + add (fused)",
 )

@@ -18,9 +18,15 @@
 // - several outputs: linears that read one x, their weights concatenated by rows; output
 //   n < split0 goes to `out` (rows of split0), n < split1 to `out1` (rows of
 //   split1 - split0), the rest to `out2`. One output: split0 = split1 = N.
+// - X_RMS_NORM (gemv_coop and gemv_coop4 only): x is an RMSNorm's input; the kernel
+//   applies the norm itself, x * norm_weight read in place of x and the dot product
+//   scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum of squares gathered by
+//   the same threads and reduction as the dot product (decode's RMSNorm costs no dispatch).
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override X_SILU_MUL: bool = false;
+override X_RMS_NORM: bool = false;
+override RMS_EPS: f32 = 0.0;
 
 struct Params {
   m: u32,                 // rows of x (product of its leading live dims)
@@ -44,6 +50,7 @@ struct Params {
 // in the dispatch: WebGPU refuses writable bindings that alias).
 @group(0) @binding(7) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out2: array<f32>;
+@group(0) @binding(9) var<storage, read> norm_weight: array<vec4<f32>>;  // any buffer when !X_RMS_NORM
 
 // Where row m of x starts, in vec4s.
 fn x_row_start(m: u32) -> u32 {
@@ -65,7 +72,21 @@ fn x_vec(row: u32, i: u32) -> vec4<f32> {
     let gate = x[row + i];
     return (gate * sigmoid(gate)) * x[row + p.k / 4u + i];
   }
+  if (X_RMS_NORM) {
+    return x[row + i] * norm_weight[i];
+  }
   return x[row + i];
+}
+
+// X_RMS_NORM: the sum of squares of x values 4i .. 4i + 3 of a row (the norm's input).
+fn x_squares(row: u32, i: u32) -> f32 {
+  let v = x[row + i];
+  return dot(v, v);
+}
+
+// X_RMS_NORM: the norm's scale of a row, from the sum of squares of its K values.
+fn inverse_rms(sum_squares: f32) -> f32 {
+  return inverseSqrt(sum_squares / f32(p.k) + RMS_EPS);
 }
 
 // The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
@@ -267,6 +288,7 @@ const COOP_THREADS: u32 = 32u;
 const COOP_ROWS: u32 = 8u;  // linear.py's COOP_ROWS
 
 var<workgroup> partial: array<f32, COOP_THREADS * COOP_ROWS>;
+var<workgroup> partial_squares: array<f32, COOP_THREADS * COOP_ROWS>;  // X_RMS_NORM
 
 @compute @workgroup_size(COOP_THREADS, COOP_ROWS)
 fn gemv_coop(
@@ -278,11 +300,15 @@ fn gemv_coop(
   let m = wg.z;
   let x_row = x_row_start(m);
   var sum = 0.0;
+  var squares = 0.0;
   if (n < p.n) {
     let row = n * p.weight_row_words;
     for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
       let xa = x_vec(x_row, 2u * w);
       let xb = x_vec(x_row, 2u * w + 1u);
+      if (X_RMS_NORM) {
+        squares += x_squares(x_row, 2u * w) + x_squares(x_row, 2u * w + 1u);
+      }
       let word = weights[row + w];
       let scale = scales[(w * 8u / p.group_size) * p.scale_stride + n];
       sum += scale * (dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w)));
@@ -290,14 +316,22 @@ fn gemv_coop(
   }
   let slot = lid.y * COOP_THREADS + lid.x;
   partial[slot] = sum;
+  partial_squares[slot] = squares;
   for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
     workgroupBarrier();
     if (lid.x < stride) {
       partial[slot] += partial[slot + stride];
+      if (X_RMS_NORM) {
+        partial_squares[slot] += partial_squares[slot + stride];
+      }
     }
   }
   if (lid.x == 0u && n < p.n) {
-    store(m, n, partial[slot]);
+    var total = partial[slot];
+    if (X_RMS_NORM) {
+      total *= inverse_rms(partial_squares[slot]);
+    }
+    store(m, n, total);
   }
 }
 
@@ -311,6 +345,7 @@ const COOP4_TEAMS: u32 = 4u;
 const COOP4_OUTPUTS: u32 = 4u;  // linear.py's COOP4_OUTPUTS_PER_WORKGROUP = 16
 
 var<workgroup> partial4: array<vec4<f32>, COOP_THREADS * COOP4_TEAMS>;
+var<workgroup> partial4_squares: array<f32, COOP_THREADS * COOP4_TEAMS>;  // X_RMS_NORM
 
 @compute @workgroup_size(COOP_THREADS, COOP4_TEAMS)
 fn gemv_coop4(
@@ -322,6 +357,7 @@ fn gemv_coop4(
   let m = wg.z;
   let x_row = x_row_start(m);
   var sum = vec4<f32>();
+  var squares = 0.0;
   if (n0 < p.n) {
     let row0 = weight_row(n0);
     let row1 = weight_row(n0 + 1u);
@@ -330,6 +366,9 @@ fn gemv_coop4(
     for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
       let xa = x_vec(x_row, 2u * w);
       let xb = x_vec(x_row, 2u * w + 1u);
+      if (X_RMS_NORM) {
+        squares += x_squares(x_row, 2u * w) + x_squares(x_row, 2u * w + 1u);
+      }
       let scale = (w * 8u / p.group_size) * p.scale_stride + n0;
       sum += vec4<f32>(
         dot_q4(weights[row0 + w], xa, xb),
@@ -341,14 +380,21 @@ fn gemv_coop4(
   }
   let slot = lid.y * COOP_THREADS + lid.x;
   partial4[slot] = sum;
+  partial4_squares[slot] = squares;
   for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
     workgroupBarrier();
     if (lid.x < stride) {
       partial4[slot] += partial4[slot + stride];
+      if (X_RMS_NORM) {
+        partial4_squares[slot] += partial4_squares[slot + stride];
+      }
     }
   }
   if (lid.x == 0u) {
-    let total = partial4[slot];
+    var total = partial4[slot];
+    if (X_RMS_NORM) {
+      total *= inverse_rms(partial4_squares[slot]);
+    }
     for (var j = 0u; j < COOP4_OUTPUTS; j++) {
       if (n0 + j < p.n) {
         store(m, n0 + j, total[j]);

@@ -96,23 +96,35 @@ class LinearQ4gsw(OpHandler):
     residual = None  # a tensor added to the output (LinearQ4gswResidual)
 
     def packed_buffers(self):
-        """The buffers of the packed weights, the scales and the bias (None if none)."""
+        """The buffers of the packed weights, the scales and the bias (None if none);
+        build() calls it once."""
         return self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None
 
     async def build(self):
         self.params = self.params_buffer(32)
+        self.packed = self.packed_buffers()
+        self.kernels = {}
+        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemv_coop4", "gemm"):
+            self.kernels[kernel] = await self.make_kernel(kernel)
+
+    async def make_kernel(self, kernel: str, norm=None):
+        """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
+        handler whose output is x), one that reads the norm's input and applies it
+        (X_RMS_NORM: gemv_coop and gemv_coop4)."""
         constants = {
             "HAS_BIAS": self.bias is not None,
             "HAS_RESIDUAL": self.residual is not None,
             "X_SILU_MUL": self.x_silu_mul,
+            "X_RMS_NORM": norm is not None,
+            "RMS_EPS": norm.eps if norm is not None else 0.0,
         }
-        weights, scales, bias = self.packed_buffers()
-        # Slots of absent operands: any read-only buffer of this dispatch for the bias and
-        # the residual, the graph's spare buffers for unused outputs.
+        weights, scales, bias = self.packed
+        # Slots of absent operands: any read-only buffer of this dispatch for the bias, the
+        # residual and the norm weight, the graph's spare buffers for unused outputs.
         outputs = [tensor.buffer for tensor in self.outputs] + list(self.graph.spare_buffers)
         buffers = {
             0: outputs[0],
-            1: self.gemm_input,
+            1: norm.src.buffer if norm is not None else self.gemm_input,
             2: weights,
             3: scales,
             4: bias or scales,
@@ -120,11 +132,10 @@ class LinearQ4gsw(OpHandler):
             6: self.residual.buffer if self.residual is not None else scales,
             7: outputs[1],
             8: outputs[2],
+            9: norm.weight.buffer if norm is not None else scales,
         }
-        self.kernels = {}
-        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemv_coop4", "gemm"):
-            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
-            self.kernels[kernel] = (pipeline, self.graph.device.bind_group(pipeline, buffers))
+        pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
+        return pipeline, self.graph.device.bind_group(pipeline, buffers)
 
     def resize(self):
         x_features = 2 * self.k if self.x_silu_mul else self.k
@@ -268,6 +279,40 @@ class LinearQ4gswConcat(LinearQ4gsw):
         for tensor, width in zip(self.outputs, self.widths):
             self.set_sizes(tensor, (*lead, width))
         return self.widths[0], sum(self.widths[:2])
+
+
+class RmsNormLinear(OpHandler):
+    """An RMSNorm whose output only a 4-bit linear reads, as one op (runtime/fusion.py
+    puts it in place of the linear). Where the linear runs a GPU GEMV (decode), one
+    dispatch: the GEMV reads the norm's input and applies the norm itself (X_RMS_NORM in
+    linear_q4gsw.wgsl). Otherwise the norm's own dispatch writes its output, then the
+    linear reads it. `norm` and `linear` are the handlers of the exported ops; args are
+    theirs, for liveness and resizing."""
+
+    FUSED_KERNELS = ("gemv_coop", "gemv_coop4")
+
+    def __init__(self, graph, index, name, norm, linear):
+        super().__init__(graph, index, name, (*norm.args, *linear.args))
+        self.norm, self.linear = norm, linear
+        if linear.x is not norm.out or linear.x_silu_mul or not isinstance(linear, LinearQ4gsw) or linear.k != norm.width:
+            self.fail(f"{linear.name} does not read {norm.name}'s output as its x")
+
+    async def build(self):
+        await self.norm.build()
+        await self.linear.build()
+        self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in self.FUSED_KERNELS}
+
+    def resize(self):
+        self.norm.resize()
+        self.linear.resize()
+
+    def record(self, recorder):
+        fused = self.fused.get(self.linear.kernel)
+        if fused is None:
+            self.norm.record(recorder)
+            self.linear.record(recorder)
+        elif self.linear.m:
+            recorder.dispatch(*fused, *self.linear.grid)
 
 
 def _zero_point_is_int8(op: OpHandler, zero_points) -> bool:

@@ -19,6 +19,10 @@ place of the last op of its pattern, where all its inputs exist.
 - linears that read one x (attention's q, k and v projections): one dispatch writing
   each output to its own tensor (`LinearQ4gswConcat`, up to 3 outputs), placed at the
   first of them (their readers may come before the last): two dispatches fewer.
+- rms_norm · linear: an RMSNorm whose output only a linear (any of the above but the
+  down projection) reads as x: one op (`RmsNormLinear`, ops/linear.py), one dispatch
+  where the linear runs a GPU GEMV (decode), which applies the norm as it reads x. In a
+  Llama block, both norms; and the final norm before the LM head.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def fuse(graph) -> None:
     _fuse_linear_residual(graph)
     _fuse_mlp(graph)
     _fuse_shared_input_linears(graph)
+    _fuse_rms_norm_linear(graph)
 
 
 def readers(ops, values) -> dict[int, list[int]]:
@@ -212,3 +217,22 @@ def _fuse_shared_input_linears(graph):
             graph.ops[first] = LinearQ4gswConcat(graph, first, f"linear_q4gsw x{len(chunk)} (fused)", args, chunk)
             for linear in chunk[1:]:
                 _fold(graph, linear.index, first)
+
+
+def _fuse_rms_norm_linear(graph):
+    from ..ops.linear import LinearQ4gswConcat, LinearQ4gswResidual, LinearQ4gswWeightOnly, RmsNormLinear
+    from ..ops.norm import RmsNorm
+
+    only_reader = _only_reader(graph)
+    for norm in list(graph.ops):
+        if type(norm) is not RmsNorm:
+            continue
+        index = only_reader(norm.out.id, norm.index)
+        linear = graph.ops[index] if index is not None else None
+        if type(linear) not in (LinearQ4gswWeightOnly, LinearQ4gswResidual, LinearQ4gswConcat):
+            continue
+        if linear.x is not norm.out or linear.x_silu_mul or linear.k != norm.width:
+            continue
+        linear_name = "linear_q4gsw" if type(linear) is LinearQ4gswWeightOnly else linear.name.removesuffix(" (fused)")
+        graph.ops[index] = RmsNormLinear(graph, index, f"rms_norm + {linear_name} (fused)", norm, linear)
+        _fold(graph, norm.index, index)

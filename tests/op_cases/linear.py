@@ -21,6 +21,7 @@ from torchao.quantization.quant_api import (
     quantize_,
 )
 
+from op_cases.norm import RMSNorm
 from op_harness import OpCase, in_both_kernel_sets
 
 
@@ -107,6 +108,18 @@ class Mlp(torch.nn.Module):
         out = self.down(torch.nn.functional.silu(gate) * self.up(x))
         out = out + x if self.residual else out
         return (out, gate + 1.0) if self.reuse else out
+
+
+class NormThen(torch.nn.Module):
+    """A Llama RMSNorm whose output only `block` (linears) reads: the runtime runs the
+    norm and the linear as one op, one dispatch where the linear runs a GPU GEMV."""
+
+    def __init__(self, width, block, eps=1e-5, seed=0):
+        super().__init__()
+        self.norm, self.block = RMSNorm(width, eps, seed=seed), block
+
+    def forward(self, x):
+        return self.block(self.norm(x))
 
 
 RESIDUAL_FUSED = "linear_q4gsw + add (fused)"
@@ -197,6 +210,40 @@ CASES = [
         (r(3, 64),),
         expect_ops=("linear_q4gsw x2 (fused)", "silu_mul (fused)"),
         expect_no_ops=MLP_FUSED,
+    ),
+    # RMSNorm folded into the linear that reads it: decode rows (one dispatch with the GPU
+    # kernels: up to 4 rows), prefill rows (the norm's dispatch, then the linear's).
+    *both_kernel_sets(
+        "linear-q4gsw-norm-then-linear",
+        NormThen(96, linear_4w(96, 36, bias=True, seed=30), seed=30),
+        (r(1, 3, 96, seed=3),),
+        more_runs=[(r(1, 1, 96, seed=4),), (r(1, 70, 96, seed=5),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("rms_norm + linear_q4gsw (fused)",),
+        expect_no_ops=("et_vk.rms_norm.default",),
+    ),
+    *both_kernel_sets(
+        "linear-q4gsw-norm-then-x3",
+        NormThen(64, SharedInput(linear_4w(64, 36, seed=31), linear_4w(64, 12, seed=32), linear_4w(64, 20, seed=33)), eps=1e-6, seed=31),
+        (r(1, 9, 64, seed=7),),
+        more_runs=[(r(1, 1, 64, seed=6),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("rms_norm + linear_q4gsw x3 (fused)",),
+    ),
+    *both_kernel_sets(
+        "linear-q4gsw-norm-then-mlp",
+        NormThen(64, Mlp(64, 160, residual=False, seed=34), seed=34),
+        (r(1, 6, 64, seed=9),),
+        more_runs=[(r(1, 1, 64, seed=8),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("rms_norm + linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+    ),
+    # An LM head's width: gemv_coop4 with the norm applied, and its tail block.
+    *both_kernel_sets(
+        "linear-q4gsw-norm-then-wide",
+        NormThen(64, linear_4w(64, 16420, seed=35), seed=35),
+        (r(1, 64, seed=10) * 3.0,),
+        expect_ops=("rms_norm + linear_q4gsw (fused)",),
     ),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
