@@ -12,16 +12,17 @@
 // (64x64 tiles).
 //
 // Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
-// - HAS_RESIDUAL: out = x W^T (+ bias) + residual, `residual` [M, N] like out.
+// - HAS_RESIDUAL: out = x W^T (+ bias) + residual, `side` [M, N] like out.
 // - X_SILU_MUL: x rows hold 2K values, a gate then an up projection; the linear reads
 //   silu(gate) * up in their place (the Llama MLP's down projection).
 // - several outputs: linears that read one x, their weights concatenated by rows; output
 //   n < split0 goes to `out` (rows of split0), n < split1 to `out1` (rows of
 //   split1 - split0), the rest to `out2`. One output: split0 = split1 = N.
-// - X_RMS_NORM (gemv_coop and gemv_coop4 only): x is an RMSNorm's input; the kernel
-//   applies the norm itself, x * norm_weight read in place of x and the dot product
-//   scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum of squares gathered by
-//   the same threads and reduction as the dot product (decode's RMSNorm costs no dispatch).
+// - X_RMS_NORM (gemv_coop and gemv_coop4 only): x is an RMSNorm's input and the kernel
+//   applies the norm itself: x * side (the norm weight, [K]) is read in place of x, and
+//   the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum of
+//   squares gathered by the same threads and reduction as the dot product (decode's
+//   RMSNorm costs no dispatch).
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override X_SILU_MUL: bool = false;
@@ -45,12 +46,13 @@ struct Params {
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
 @group(0) @binding(5) var<uniform> p: Params;
-@group(0) @binding(6) var<storage, read> residual: array<f32>;  // any buffer when !HAS_RESIDUAL
+// The residual (HAS_RESIDUAL) or the norm weight (X_RMS_NORM), never both: one binding
+// keeps the kernels within WebGPU's default of 8 storage buffers per stage.
+@group(0) @binding(6) var<storage, read> side: array<f32>;  // any buffer when neither
 // Written only with several outputs; else a spare buffer each (never one bound elsewhere
 // in the dispatch: WebGPU refuses writable bindings that alias).
 @group(0) @binding(7) var<storage, read_write> out1: array<f32>;
 @group(0) @binding(8) var<storage, read_write> out2: array<f32>;
-@group(0) @binding(9) var<storage, read> norm_weight: array<vec4<f32>>;  // any buffer when !X_RMS_NORM
 
 // Where row m of x starts, in vec4s.
 fn x_row_start(m: u32) -> u32 {
@@ -73,7 +75,8 @@ fn x_vec(row: u32, i: u32) -> vec4<f32> {
     return (gate * sigmoid(gate)) * x[row + p.k / 4u + i];
   }
   if (X_RMS_NORM) {
-    return x[row + i] * norm_weight[i];
+    let weight = vec4<f32>(side[4u * i], side[4u * i + 1u], side[4u * i + 2u], side[4u * i + 3u]);
+    return x[row + i] * weight;
   }
   return x[row + i];
 }
@@ -109,7 +112,7 @@ fn store(m: u32, n: u32, value: f32) {
     result += bias[n];
   }
   if (HAS_RESIDUAL) {
-    result += residual[m * p.n + n];
+    result += side[m * p.n + n];
   }
   if (n < p.split0) {
     out[m * p.split0 + n] = result;

@@ -119,9 +119,11 @@ class LinearQ4gsw(OpHandler):
             "RMS_EPS": norm.eps if norm is not None else 0.0,
         }
         weights, scales, bias = self.packed
-        # Slots of absent operands: any read-only buffer of this dispatch for the bias, the
-        # residual and the norm weight, the graph's spare buffers for unused outputs.
+        # Slots of absent operands: any read-only buffer of this dispatch for the bias and
+        # the side operand (residual or norm weight: never both), the graph's spare
+        # buffers for unused outputs.
         outputs = [tensor.buffer for tensor in self.outputs] + list(self.graph.spare_buffers)
+        side = self.residual if self.residual is not None else norm.weight if norm is not None else None
         buffers = {
             0: outputs[0],
             1: norm.src.buffer if norm is not None else self.gemm_input,
@@ -129,10 +131,9 @@ class LinearQ4gsw(OpHandler):
             3: scales,
             4: bias or scales,
             5: self.params,
-            6: self.residual.buffer if self.residual is not None else scales,
+            6: side.buffer if side is not None else scales,
             7: outputs[1],
             8: outputs[2],
-            9: norm.weight.buffer if norm is not None else scales,
         }
         pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
         return pipeline, self.graph.device.bind_group(pipeline, buffers)
@@ -294,8 +295,10 @@ class RmsNormLinear(OpHandler):
     def __init__(self, graph, index, name, norm, linear):
         super().__init__(graph, index, name, (*norm.args, *linear.args))
         self.norm, self.linear = norm, linear
-        if linear.x is not norm.out or linear.x_silu_mul or not isinstance(linear, LinearQ4gsw) or linear.k != norm.width:
+        if not isinstance(linear, LinearQ4gsw) or linear.x is not norm.out or linear.k != norm.width:
             self.fail(f"{linear.name} does not read {norm.name}'s output as its x")
+        if linear.x_silu_mul or linear.residual is not None:
+            self.fail(f"{linear.name} reads silu(gate) * up or adds a residual: it cannot apply a norm too")
 
     async def build(self):
         await self.norm.build()

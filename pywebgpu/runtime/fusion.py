@@ -19,8 +19,8 @@ place of the last op of its pattern, where all its inputs exist.
 - linears that read one x (attention's q, k and v projections): one dispatch writing
   each output to its own tensor (`LinearQ4gswConcat`, up to 3 outputs), placed at the
   first of them (their readers may come before the last): two dispatches fewer.
-- rms_norm · linear: an RMSNorm whose output only a linear (any of the above but the
-  down projection) reads as x: one op (`RmsNormLinear`, ops/linear.py), one dispatch
+- rms_norm · linear: an RMSNorm whose output only a linear reads as x (a plain one, or
+  one of one x above; not one that adds a residual or reads silu(gate) * up): one op (`RmsNormLinear`, ops/linear.py), one dispatch
   where the linear runs a GPU GEMV (decode), which applies the norm as it reads x. In a
   Llama block, both norms; and the final norm before the LM head.
 """
@@ -220,7 +220,7 @@ def _fuse_shared_input_linears(graph):
 
 
 def _fuse_rms_norm_linear(graph):
-    from ..ops.linear import LinearQ4gswConcat, LinearQ4gswResidual, LinearQ4gswWeightOnly, RmsNormLinear
+    from ..ops.linear import LinearQ4gswConcat, LinearQ4gswWeightOnly, RmsNormLinear
     from ..ops.norm import RmsNorm
 
     only_reader = _only_reader(graph)
@@ -229,7 +229,7 @@ def _fuse_rms_norm_linear(graph):
             continue
         index = only_reader(norm.out.id, norm.index)
         linear = graph.ops[index] if index is not None else None
-        if type(linear) not in (LinearQ4gswWeightOnly, LinearQ4gswResidual, LinearQ4gswConcat):
+        if type(linear) not in (LinearQ4gswWeightOnly, LinearQ4gswConcat):
             continue
         if linear.x is not norm.out or linear.x_silu_mul or linear.k != norm.width:
             continue
