@@ -21,13 +21,28 @@ from .device import (
 
 _MAP_MODE_READ = 1  # GPUMapMode.READ
 
-# Encodes and submits whole command lists in one call from Python: a Python→JS call costs
-# microseconds, and a decode step makes three per dispatch otherwise. Commands:
+# Small writes from Python (parameters, positions: a few dozen of tens of bytes per decode
+# step) are held and handed over with the next submit, in the same JS call: one crossing
+# per step instead of one per write. Anything else that reaches the queue (a large or
+# JS-side write, a readback, waiting for the GPU, destroying a buffer) hands them over
+# first, so the queue sees every operation in the order it was made.
+HELD_WRITE_BYTES = 4096
+
+# Writes the held writes (`writes`: [buffer, offset, start, size, ...] into `data`, a
+# Uint8Array; or null/undefined), then encodes and submits whole command lists, all in one call
+# from Python: a Python→JS call costs microseconds, and a decode step makes three per
+# dispatch otherwise. Commands:
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
 # [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
 # the first pass's beginning and the last pass's end are written there (see GPUTimer).
 _ENCODE_AND_SUBMIT_JS = """
-(device, timer, ...lists) => {
+(device, writes, data, timer, ...lists) => {
+  if (writes != null) {
+    for (let i = 0; i < writes.length; i += 4) {
+      device.queue.writeBuffer(writes[i], writes[i + 1], data, writes[i + 2], writes[i + 3]);
+    }
+  }
+  if (lists.length === 0) return;
   const encoder = device.createCommandEncoder();
   let last = -1;
   if (timer != null) {
@@ -108,6 +123,21 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
+        self._held_writes: list = []  # [buffer handle, offset, start in _held_data, size, ...]
+        self._held_data = bytearray()
+
+    def _take_held_writes(self):
+        """(writes, data) for _ENCODE_AND_SUBMIT_JS, emptying the held ones; (None, None)
+        if none are held."""
+        if not self._held_writes:
+            return None, None
+        writes, data = to_js(self._held_writes), to_js(memoryview(self._held_data))
+        self._held_writes, self._held_data = [], bytearray()
+        return writes, data
+
+    def _hand_over_writes(self):
+        if self._held_writes:
+            self._encode_and_submit(self.raw, *self._take_held_writes(), None)
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
@@ -121,7 +151,7 @@ class BrowserDevice(Device):
         if timer is not None and timer.backend_form is None:
             timer.backend_form = _js([timer.query_set, timer.resolved.handle])
         timing = None if timer is None else timer.backend_form
-        self._encode_and_submit(self.raw, timing, *(recorder.backend_form for recorder in recorders))
+        self._encode_and_submit(self.raw, *self._take_held_writes(), timing, *(recorder.backend_form for recorder in recorders))
 
     def _js_bytes_length(self, data):
         return data.byteLength if isinstance(data, JsProxy) else None
@@ -130,6 +160,12 @@ class BrowserDevice(Device):
         return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
+        if not isinstance(data, JsProxy) and size <= HELD_WRITE_BYTES:
+            start = len(self._held_data)
+            self._held_data += _as_bytes_view(data)[data_offset : data_offset + size]
+            self._held_writes += (buffer.handle, buffer_offset, start, size)
+            return
+        self._hand_over_writes()
         if isinstance(data, JsProxy):
             # For typed arrays writeBuffer counts offsets in elements; a byte view of the
             # same memory keeps every offset in bytes. No copy through Python either way.
@@ -143,6 +179,7 @@ class BrowserDevice(Device):
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
     def _raw_start_read(self, buffer, offset, size):
+        self._hand_over_writes()
         staging = self._take_staging(
             size,
             lambda: self.raw.createBuffer(
@@ -173,6 +210,7 @@ class BrowserDevice(Device):
         return finish
 
     def _raw_destroy_buffer(self, buffer):
+        self._hand_over_writes()
         buffer.handle.destroy()
 
     async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
@@ -207,6 +245,7 @@ class BrowserDevice(Device):
         )
 
     async def _raw_synchronize(self):
+        self._hand_over_writes()
         try:
             await self._queue.onSubmittedWorkDone()
         except JsException as error:
