@@ -127,6 +127,12 @@ def test_synchronize_waits_for_submitted_work(programs):
     assert programs.call("gpu_programs", "synchronize_after_work") == [2.0, 4.0]
 
 
+def test_resubmit_replaced_commands(programs):
+    # The JS array of a resubmitted list is patched; the small write before is held and
+    # handed over in the same call.
+    assert programs.call("gpu_programs", "resubmit_replaced") == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
+
+
 def test_top_k_matches_torch(programs):
     for n, k, penalty, ids in TOP_K_CASES:
         logits = case_logits(n)

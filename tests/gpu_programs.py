@@ -127,6 +127,25 @@ async def synchronize_after_work():
     return array.array("f", bytes(await d.read_buffer(out))).tolist()
 
 
+async def resubmit_replaced():
+    """One recorded copy submitted again and again, replaced in place each time (as a graph
+    patches its schedule), the last time after a small write to its source."""
+    d = await device()
+    src = d.create_buffer_with_data(array.array("f", range(8)), label="src")
+    dst = d.create_buffer_with_data(array.array("f", [0.0] * 8), label="dst")
+    schedule = d.record()
+    schedule.copy(src, dst, 4)
+    d.submit(schedule)
+    for element in (1, 2, 3, 7):
+        if element == 7:
+            d.write_buffer(src, array.array("f", [100.0]), buffer_offset=28)
+        patch = d.record()
+        patch.copy(src, dst, 4, src_offset=4 * element, dst_offset=4 * element)
+        schedule.replace(0, patch.commands)
+        d.submit(schedule)
+    return array.array("f", bytes(await d.read_buffer(dst))).tolist()
+
+
 async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
     """The GPU top-k reducer over a logits row; returns [[value, index], ...]."""
     from pywebgpu.ops.topk import TopK

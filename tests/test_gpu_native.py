@@ -79,6 +79,10 @@ def test_synchronize_waits_for_submitted_work():
     assert run(gpu_programs.synchronize_after_work()) == [2.0, 4.0]
 
 
+def test_resubmit_replaced_commands():
+    assert run(gpu_programs.resubmit_replaced()) == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
+
+
 @pytest.mark.parametrize("case", TOP_K_CASES, ids=str)
 def test_top_k_matches_torch(case):
     n, k, penalty, ids = case

@@ -143,11 +143,15 @@ class BrowserDevice(Device):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
 
     def _raw_submit(self, recorders, timer):
-        # A recorder submitted again unchanged (a graph's schedule, every token) reuses its
-        # JS array: only the call itself crosses over.
+        # A recorder submitted again (a graph's schedule, every token) reuses its JS array:
+        # only the call itself crosses over, and the commands replaced since.
         for recorder in recorders:
             if recorder.backend_form is None:
                 recorder.backend_form = _js([_js_command(c) for c in recorder.commands])
+            else:
+                for index in recorder.replaced:
+                    recorder.backend_form[index] = _js(_js_command(recorder.commands[index]))
+            recorder.replaced.clear()
         if timer is not None and timer.backend_form is None:
             timer.backend_form = _js([timer.query_set, timer.resolved.handle])
         timing = None if timer is None else timer.backend_form

@@ -385,8 +385,10 @@ class Recorder:
     def __init__(self):
         self.commands: list[tuple] = []
         # The backend's own form of `commands` (in the browser, a JS array), made at the
-        # first submit and kept while nothing is added.
+        # first submit and kept while nothing is added; `replaced` lists the commands to
+        # convert again before the next submit.
         self.backend_form = None
+        self.replaced: list[int] = []
 
     def dispatch(self, pipeline: Pipeline, bind_group: BindGroup, x: int, y: int = 1, z: int = 1):
         check_grid(pipeline.label, x, y, z)
@@ -400,3 +402,13 @@ class Recorder:
     def extend(self, commands):
         self.commands.extend(commands)
         self.backend_form = None
+
+    def replace(self, start: int, commands):
+        """Overwrite as many commands as given from index `start` on (a schedule's op
+        whose commands changed their arguments only)."""
+        end = start + len(commands)
+        if end > len(self.commands):
+            raise GPUError(f"replacing commands [{start}, {end}) of a list of {len(self.commands)}")
+        self.commands[start:end] = commands
+        if self.backend_form is not None:
+            self.replaced.extend(range(start, end))

@@ -6,9 +6,10 @@ sequence length up to the exported bound: prefill and decode run the same graph.
 
 Execution redoes only what changed: an op is resized when a value it reads (a tensor's
 live sizes or data on the host, a SymInt) changed since its last resize, and re-recorded
-only then; the schedule (every op's commands) is rebuilt only when some op's commands
-differ. A decode step thus resizes the few ops that read the position, rewrites their
-parameters, and submits the same command list as the step before.
+only then; the schedule (every op's commands) is patched in place where an op's commands
+changed their arguments only, and rebuilt only when their number changed. A decode step
+thus resizes the few ops that read the position, rewrites their parameters, and submits
+the command list of the step before.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class GraphRuntime:
         self._resizing = -1
         self._to_record: list[int] = []
         self._op_commands: list[list] = [[] for _ in self.ops]
+        self._op_starts: list[int] = []  # where each op's commands begin in the schedule
         self._schedule = None
 
     # --- values ----------------------------------------------------------------------
@@ -288,18 +290,27 @@ class GraphRuntime:
 
     def record(self):
         """The graph's schedule: a recorder of every op's commands, re-recording the ops
-        resized since the last call; the same object while no op's commands change."""
-        changed = self._schedule is None
+        resized since the last call. An op whose commands changed but not their number
+        (a copy at the position: KV-cache rows on CPU adapters) is patched into the
+        schedule in place; any other change rebuilds it."""
+        rebuild = self._schedule is None
         for index in self._to_record:
             recorder = self.device.record()
             self.ops[index].record(recorder)
-            if recorder.commands != self._op_commands[index]:
-                self._op_commands[index] = recorder.commands
-                changed = True
+            old, new = self._op_commands[index], recorder.commands
+            if new == old:
+                continue
+            self._op_commands[index] = new
+            if rebuild or len(new) != len(old):
+                rebuild = True
+            else:
+                self._schedule.replace(self._op_starts[index], new)
         self._to_record.clear()
-        if changed:
+        if rebuild:
             self._schedule = self.device.record()
+            self._op_starts = []
             for commands in self._op_commands:
+                self._op_starts.append(len(self._schedule.commands))
                 self._schedule.extend(commands)
         return self._schedule
 
