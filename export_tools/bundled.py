@@ -56,8 +56,11 @@ EXPORT_OPTIONS: dict[str, Any] = {
 # instead of quantizing again (HQQ takes minutes on a small CPU).
 _exported_eager = None
 
-SMOKE_PROMPT = "The capital of France is"
-SMOKE_TOKENS = 8
+# The check after an export: the demo's question as a chat turn (the instruct model's
+# template; as a bare completion the 4-bit model answers "The capital of France is"
+# with numbers), decoded greedily on wgpu-native.
+SMOKE_QUESTION = "What is the capital of France?"
+SMOKE_TOKENS = 12
 SMOKE_EXPECT = "Paris"
 
 
@@ -204,13 +207,17 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from .quality import PteLlama
 
+    from pywebgpu.llm.chat_template import ChatTemplate
+
     pte = pte_path(args.out_dir)
     tokenizer = tokenizer_for(pte)
+    manifest = json.loads(pte.with_suffix(".json").read_text(encoding="utf-8"))
+    prompt = ChatTemplate.from_template_string(manifest["chat_template"]).render([{"role": "user", "content": SMOKE_QUESTION}])
     started = time.monotonic()
     with PteLlama(pte) as model:
-        generated = greedy_decode(model, tokenizer.encode(SMOKE_PROMPT).ids, SMOKE_TOKENS)
+        generated = greedy_decode(model, tokenizer.encode(prompt, add_special_tokens=False).ids, SMOKE_TOKENS)
     text = tokenizer.decode(generated)
-    print(f"wgpu-native greedy: {SMOKE_PROMPT!r} -> {text!r} ({time.monotonic() - started:.1f} s)")
+    print(f"wgpu-native greedy: {SMOKE_QUESTION!r} -> {text!r} ({time.monotonic() - started:.1f} s)")
     if SMOKE_EXPECT not in text:
         print(f"error: expected {SMOKE_EXPECT!r} in the continuation", file=sys.stderr)
         return 1
