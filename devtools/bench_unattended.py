@@ -1,14 +1,16 @@
-"""pywebgpu's side of the speed benchmark (devtools/bench.py) in the browser, where no
-Playwright drives it: a GPU machine with only a bare Chromium build (see BENCHMARKS.md).
-Serves web/ on 127.0.0.1, starts Chromium on bench.html?unattended, which fetches its
-config from this server and POSTs back the result; writes the same JSON report as
-devtools/bench.py (pywebgpu-browser alone: no peer).
+"""The speed benchmark (devtools/bench.py) in the browser where no Playwright drives it:
+a GPU machine with only a bare Chromium build (see BENCHMARKS.md). Serves web/ on
+127.0.0.1, starts Chromium on bench.html?unattended, which fetches its config from this
+server and POSTs back the result; writes the same JSON report as devtools/bench.py.
 
     python -m devtools.bench_unattended --chromium PATH --model MANIFEST --out REPORT.json \\
+        [--gguf GGUF --sides pywebgpu-browser,wllama-cpu,wllama-webgpu] \\
         [--chromium-flag=--use-angle=vulkan ...] [--reps N] [--decode-tokens N] ...
 
-Needs the web bundle (web/vendor/pyodide, web/vendor/wheels) built beforehand; the
-standard library and pywebgpu only.
+The peer, wllama, runs the GGUF given (e.g. one of the same geometry written by
+devtools.random_gguf) in the same page after pywebgpu. Needs the web bundle
+(web/vendor/pyodide, web/vendor/wheels, and web/vendor/wllama for the peer) built
+beforehand; the standard library and pywebgpu only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -24,7 +27,18 @@ import time
 from pathlib import Path
 
 from . import model_bench
-from .bench import PROMPT_TEXT, ROOT, add_measure_options, compare, format_table, machine, measure_config, table_rows
+from .bench import (
+    PROMPT_TEXT,
+    ROOT,
+    WLLAMA_N_CTX,
+    add_measure_options,
+    compare,
+    format_table,
+    machine,
+    measure_config,
+    table_rows,
+    wllama_weights_on,
+)
 from .bundle import WEB
 from .server import WebServer
 
@@ -37,18 +51,30 @@ def main(argv=None) -> int:
     parser.add_argument("--chromium", required=True, help="the Chromium (or chromium-headless-shell) binary")
     parser.add_argument("--chromium-flag", action="append", default=[], help="a flag for Chromium (repeat)")
     parser.add_argument("--model", type=Path, required=True, help="the manifest of the model to run")
+    parser.add_argument("--gguf", type=Path, help="the GGUF the peer (wllama) runs")
+    parser.add_argument("--sides", default="pywebgpu-browser", help="comma-separated, of pywebgpu-browser,wllama-cpu,wllama-webgpu (default: pywebgpu-browser)")
     add_measure_options(parser)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=500, help="seconds to wait for the page's report")
     args = parser.parse_args(argv)
 
-    measure, _ = measure_config(args, args.model)
+    sides_wanted = args.sides.split(",")
+    if unknown := set(sides_wanted) - {"pywebgpu-browser", "wllama-cpu", "wllama-webgpu"}:
+        parser.error(f"unknown sides {sorted(unknown)}")
+    wllama_modes = [side.removeprefix("wllama-") for side in sides_wanted if side.startswith("wllama-")]
+    if wllama_modes and args.gguf is None:
+        parser.error("the wllama sides need --gguf")
+    measure, prompt_texts = measure_config(args, args.model)
     config = {
         "manifestUrl": f"bench-model/{args.model.name}",
         "pythonSource": Path(model_bench.__file__).read_text(),
         "measure": measure,
-        "pywebgpu": True,
-        "wllamaModes": [],
+        "pywebgpu": "pywebgpu-browser" in sides_wanted,
+        "wllamaModes": wllama_modes,
+        "promptTexts": prompt_texts,
+        "ggufUrl": args.gguf and f"bench-gguf/{args.gguf.name}",
+        "threads": os.cpu_count(),
+        "nCtx": WLLAMA_N_CTX,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     reports: queue.Queue = queue.Queue()
@@ -57,6 +83,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as scratch:
         (Path(scratch) / "config.json").write_text(json.dumps(config))
         mounts = {"/bench-model/": args.model.parent, "/unattended/": Path(scratch)}
+        if args.gguf is not None:
+            mounts["/bench-gguf/"] = args.gguf.parent
         with WebServer(WEB, mounts=mounts, post_handlers={"/unattended/report": reports.put}) as server:
             command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench.html?unattended"]
             with open(args.out.with_suffix(".chromium.log"), "w") as chromium_log:
@@ -72,8 +100,12 @@ def main(argv=None) -> int:
     if "error" in answer:
         raise SystemExit(f"the page failed: {answer['error']}")
     page = answer["result"]
-    sides = {"pywebgpu-browser": page["pywebgpu"]}
-    table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=())
+    sides = {"pywebgpu-browser": page["pywebgpu"]} if "pywebgpu" in page else {}
+    for mode, result in page["wllama"].items():
+        result["weights_on"] = wllama_weights_on(result)
+        sides[f"wllama-{mode}"] = result
+    peers = [f"wllama-{mode}" for mode in page["wllama"]] if "pywebgpu-browser" in sides else []
+    table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=peers)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, "-m", "devtools.bench_unattended", *(sys.argv[1:] if argv is None else argv)]),
@@ -81,12 +113,17 @@ def main(argv=None) -> int:
         "machine": machine(),
         "browser": {"name": "Chromium (headless, unattended)", "user_agent": page["userAgent"], "cross_origin_isolated": page["crossOriginIsolated"]},
         "browser_adapter": page["adapter"],
-        "model": {"pywebgpu": json.loads(args.model.read_text())["pte"]},
+        "model": {
+            "pywebgpu": json.loads(args.model.read_text())["pte"],
+            "wllama": args.gguf and {"file": args.gguf.name, "bytes": args.gguf.stat().st_size},
+        },
         "settings": {k: v for k, v in measure.items() if k != "prompt_tokens"} | {"prompt_source": str(PROMPT_TEXT.relative_to(ROOT))},
         "table": table,
         "results": sides,
     }
     print(format_table(table))
+    for mode in page["wllama"]:
+        print(f"wllama-{mode}: weights on {', '.join(sides[f'wllama-{mode}']['weights_on']) or '?'}")
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
