@@ -30,12 +30,24 @@ def test_allocated_bytes_follow_buffer_creation_and_destruction():
 
 def test_allocated_bytes_count_a_loaded_graph(tmp_path_factory):
     from llama_fixtures import tiny_llama_trace
+    from pywebgpu.ops.linear import LinearQ4gswConcat
     from pywebgpu.runtime import load
 
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
     device = run(request_device())
     graph = run(load(device, trace.pte))
     tensor_buffers = {id(v.buffer): v.buffer.size for v in graph.values if getattr(v, "buffer", None) is not None}
-    # The tensors' buffers (shared ones counted once) plus the ops' small parameter buffers.
-    parameters = device.allocated_bytes - sum(tensor_buffers.values())
+    # Linears fused into one (q/k/v, gate/up) hold their weights, scales and biases in
+    # concatenated copies made at build (the linear inside a fused norm + linear too).
+    linears = [getattr(op, "linear", op) for op in graph.ops]
+    concatenated = [op for op in linears if isinstance(op, LinearQ4gswConcat)]
+    packed = {id(b): b.size for op in concatenated for b in op.packed if b is not None}
+    assert concatenated and not packed.keys() & tensor_buffers.keys()
+    # ... which replace the constants they were made from: those are not uploaded.
+    originals = [t for op in concatenated for linear in op.linears for t in (linear.weights, linear.scales, linear.bias) if t is not None]
+    assert all(t.buffer is None for t in originals)
+    assert sum(packed.values()) == sum(t.max_nbytes for t in originals)
+    # The tensors' buffers (shared ones counted once), the concatenated constants, and
+    # the ops' small parameter buffers.
+    parameters = device.allocated_bytes - sum(tensor_buffers.values()) - sum(packed.values())
     assert 0 <= parameters <= 256 * len(graph.ops)
