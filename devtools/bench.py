@@ -105,6 +105,16 @@ def run_browser(config: dict, gguf: Path, timeout_s: float) -> dict:
     return result
 
 
+def page_sides(page: dict) -> dict[str, dict]:
+    """The sides web/bench.html ran, by name, from its result; each wllama side notes the
+    devices its weights went to."""
+    sides = {"pywebgpu-browser": page["pywebgpu"]} if "pywebgpu" in page else {}
+    for mode, result in page["wllama"].items():
+        result["weights_on"] = wllama_weights_on(result)
+        sides[f"wllama-{mode}"] = result
+    return sides
+
+
 def wllama_weights_on(report: dict) -> list[str]:
     """The devices llama.cpp put the model's weights on, from its own load log
     ("load_tensors: CPU model buffer size = ..."): shows the WebGPU backend's silent
@@ -260,11 +270,7 @@ def main(argv=None) -> int:
             gguf,
             args.timeout,
         )
-        if "pywebgpu" in browser:
-            sides["pywebgpu-browser"] = browser["pywebgpu"]
-        for mode, result in browser["wllama"].items():
-            result["weights_on"] = wllama_weights_on(result)
-            sides[f"wllama-{mode}"] = result
+        sides.update(page_sides(browser))
     if "pywebgpu-native" in sides_wanted:
         os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # lavapipe warns without it
         sides["pywebgpu-native"] = asyncio.run(

@@ -36,8 +36,8 @@ from .bench import (
     format_table,
     machine,
     measure_config,
+    page_sides,
     table_rows,
-    wllama_weights_on,
 )
 from .bundle import WEB
 from .server import WebServer
@@ -100,10 +100,7 @@ def main(argv=None) -> int:
     if "error" in answer:
         raise SystemExit(f"the page failed: {answer['error']}")
     page = answer["result"]
-    sides = {"pywebgpu-browser": page["pywebgpu"]} if "pywebgpu" in page else {}
-    for mode, result in page["wllama"].items():
-        result["weights_on"] = wllama_weights_on(result)
-        sides[f"wllama-{mode}"] = result
+    sides = page_sides(page)
     peers = [f"wllama-{mode}" for mode in page["wllama"]] if "pywebgpu-browser" in sides else []
     table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=peers)
     report = {

@@ -29,9 +29,9 @@ _MAP_MODE_READ = 1  # GPUMapMode.READ
 HELD_WRITE_BYTES = 4096
 
 # Writes the held writes (`writes`: [buffer, offset, start, size, ...] into `data`, a
-# Uint8Array; or null/undefined), then encodes and submits whole command lists, all in one call
-# from Python: a Python→JS call costs microseconds, and a decode step makes three per
-# dispatch otherwise. Commands:
+# Uint8Array; or null/undefined), then encodes and submits whole command lists, all in
+# one call from Python: a Python→JS call costs microseconds, and a decode step makes
+# three per dispatch otherwise. Commands:
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
 # [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
 # the first pass's beginning and the last pass's end are written there (see GPUTimer).

@@ -20,9 +20,10 @@ place of the last op of its pattern, where all its inputs exist.
   each output to its own tensor (`LinearQ4gswConcat`, up to 3 outputs), placed at the
   first of them (their readers may come before the last): two dispatches fewer.
 - rms_norm · linear: an RMSNorm whose output only a linear reads as x (a plain one, or
-  one of one x above; not one that adds a residual or reads silu(gate) * up): one op (`RmsNormLinear`, ops/linear.py), one dispatch
-  where the linear runs a GPU GEMV (decode), which applies the norm as it reads x. In a
-  Llama block, both norms; and the final norm before the LM head.
+  one of one x above; not one that adds a residual or reads silu(gate) * up): one op
+  (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GPU GEMV
+  (decode), which applies the norm as it reads x. In a Llama block, both norms; and
+  the final norm before the LM head.
 """
 
 from __future__ import annotations
@@ -110,17 +111,13 @@ def _fuse_silu_mul(graph):
 
 def _fuse_linear_residual(graph):
     from ..ops.linear import LinearQ4gswResidual, LinearQ4gswWeightOnly
-    from ..ops.view import ContiguousCopy
 
     only_reader = _only_reader(graph)
     for linear in list(graph.ops):
         if type(linear) is not LinearQ4gswWeightOnly:
             continue
         # The output, through any views (the exporter reshapes around 2-d linears).
-        t, index, views = linear.args[-1], only_reader(linear.args[-1], linear.index), []
-        while index is not None and isinstance(graph.ops[index], ContiguousCopy):
-            views.append(index)
-            t, index = graph.ops[index].args[-1], only_reader(graph.ops[index].args[-1], index)
+        t, index, views = _through_views(graph, only_reader, linear.args[-1], linear.index)
         add = graph.ops[index] if index is not None else None
         if add is None or add.name != "aten.add.Tensor" or len(add.args) != 4 or t not in add.args[:2]:
             continue

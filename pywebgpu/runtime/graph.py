@@ -110,9 +110,8 @@ class GraphRuntime:
             aliases.update(op.aliases())
         # Constants no op reads (those of linears fusion concatenated) stay on the host.
         for tensor in self.values:
-            if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases:
-                if tensor.id in self._consumers:
-                    tensor.buffer = self._upload_constant(tensor)
+            if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases and tensor.id in self._consumers:
+                tensor.buffer = self._upload_constant(tensor)
         # Fill the writable binding slots of outputs an op does not have (linear_q4gsw).
         self.spare_buffers = [self.device.create_buffer(4, STORAGE_USAGE, label=f"spare{i}") for i in range(2)]
         for slot, (size, tensor_ids) in enumerate(self._plan_memory(self._view_sources(), set(aliases))):
