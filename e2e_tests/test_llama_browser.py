@@ -3,14 +3,18 @@
 from pathlib import Path
 
 import graph_programs
-from llama_fixtures import FUSED_OPS, check_trace, tiny_llama_trace
+from llama_fixtures import FUSED_OPS, check_decode_resizes, check_trace, tiny_llama_trace
 
 
 def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
     (python_page.server.files_dir / "tiny_llama.pte").write_bytes(trace.pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/tiny_llama.pte", trace.runs, None]])
-    assert "error" not in answer, answer.get("error")
-    assert set(FUSED_OPS) <= set(answer["ops"]), answer["ops"]
-    check_trace(trace, answer["results"])
+    # The adapter's own kernels (SwiftShader's: those for CPU adapters), then those for GPUs.
+    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set] for kernel_set in (None, "gpu")]
+    answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
+    for answer in answers:
+        assert "error" not in answer, answer.get("error")
+        assert set(FUSED_OPS) <= set(answer["ops"]), answer["ops"]
+        check_trace(trace, answer["results"])
+    check_decode_resizes(answers[1]["resized"])

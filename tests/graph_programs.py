@@ -28,17 +28,30 @@ async def run_graph(data, runs, kernel_set=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
     (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile). Returns {"results":
     per run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
-    fusion)}."""
+    fusion), "resized": per run the names of the ops it resized}."""
     graph = await load(await _get_device(), data)
-    results = []
+    results, resized = [], []
+    for op in graph.ops:
+        op.resize = _noting_resizes(op, resized)
     registry.FORCE_KERNEL_SET = kernel_set
     try:
         for inputs in runs:
+            resized.append([])
             outputs = await graph.execute(*[_host(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
     finally:
         registry.FORCE_KERNEL_SET = None
-    return {"results": results, "ops": sorted({op.name for op in graph.ops})}
+    return {"results": results, "ops": sorted({op.name for op in graph.ops}), "resized": resized}
+
+
+def _noting_resizes(op, resized):
+    resize = op.resize
+
+    def noted():
+        resized[-1].append(op.name)
+        resize()
+
+    return noted
 
 
 async def run_graphs_from_urls(jobs):

@@ -57,6 +57,16 @@ def tiny_llama_trace(tmp_dir: str) -> LlamaTrace:
     return LlamaTrace(result.pte_path.read_bytes(), runs, logits)
 
 
+def check_decode_resizes(resized):
+    """With the kernels for GPUs, attention reads the position on the GPU: after the
+    first decode step (whose length differs from the prefill's) a decode step resizes
+    only the ops that read the position on the host (select_as_symint, the SymInt
+    arithmetic, the RoPE tables' slices), never an attention op."""
+    for step, names in enumerate(resized[2:], start=2):
+        assert names, f"run {step}: nothing was resized, though the position changed"
+        assert not [n for n in names if "sdpa" in n], f"run {step} resized {names}"
+
+
 def check_trace(trace: LlamaTrace, results):
     """Every call's logits within 1e-3 of eager PyTorch, and the same argmax."""
     assert len(results) == len(trace.logits)

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 import graph_programs
-from llama_fixtures import FUSED_OPS, check_trace, tiny_llama_trace
+from llama_fixtures import FUSED_OPS, check_decode_resizes, check_trace, tiny_llama_trace
 
 pytestmark = pytest.mark.native
 
@@ -17,3 +17,5 @@ def test_tiny_llama_prefill_and_decode(tmp_path_factory, kernel_set):
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     assert set(FUSED_OPS) <= set(answer["ops"]), answer["ops"]
     check_trace(trace, answer["results"])
+    if kernel_set == "gpu":
+        check_decode_resizes(answer["resized"])

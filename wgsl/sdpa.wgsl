@@ -24,11 +24,15 @@ struct Params {
   seq_len: u32,
   q_heads: u32,
   kv_heads: u32,
-  input_pos: u32,
-  cached_len: u32,
   chunk: u32,   // keys per split, at most MAX_CHUNK
-  splits: u32,
+  splits: u32,  // the grid's; splits past a row's keys return at once
   scale: f32,
+}
+
+// The position, read here rather than written into Params: a decode step changes no
+// parameter and no grid of this op, so the host need not touch it (attention.py).
+struct Position {
+  input_pos: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -40,6 +44,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(8) var<uniform> position: Position;
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_CHUNK: u32 = 1024u;
@@ -56,13 +61,22 @@ var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
 var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
 var<workgroup> subset_sums: array<f32, MAX_HEAD_DIM>;  // [SUBSETS][DIM_GROUPS * 4]
 
+// Keys below it are in the caches; with UPDATE_CACHE this call's rows are still in k / v.
+fn cached_len() -> u32 {
+  if (UPDATE_CACHE) {
+    return position.input_pos;
+  }
+  return position.input_pos + p.seq_len;
+}
+
 // Offset of element 0 of key (or value) `key` for kv head `kv_head`, in the caches for
 // keys below cached_len, else in k / v.
 fn row_offset(key: u32, kv_head: u32) -> u32 {
-  if (key < p.cached_len) {
+  let cached = cached_len();
+  if (key < cached) {
     return (key * p.kv_heads + kv_head) * HEAD_DIM;
   }
-  return ((key - p.cached_len) * p.kv_heads + kv_head) * HEAD_DIM;
+  return ((key - cached) * p.kv_heads + kv_head) * HEAD_DIM;
 }
 
 // The loops below read 16 or 4 elements per step as straight-line code, which the GPU
@@ -76,7 +90,7 @@ fn new_key4(i: u32) -> vec4<f32> {
 }
 
 fn score(key: u32, kv_head: u32) -> f32 {
-  let from_cache = key < p.cached_len;
+  let from_cache = key < cached_len();
   let base = row_offset(key, kv_head);
   var sum = vec4<f32>();
   var g = 0u;  // groups of 4 dims
@@ -180,7 +194,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   let split = group.z;
   let group_size = p.q_heads / p.kv_heads;
   let kv_head = head / group_size;
-  let keys = p.input_pos + row + 1u;  // causal: up to and including this row's position
+  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
   let first = split * p.chunk;
   if (first >= keys) {
     return;  // a split past this row's keys (rows differ in length): nothing to do
@@ -199,7 +213,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   }
   if (UPDATE_CACHE && split == 0u && head % group_size == 0u) {
     let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
-    let dst = ((p.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
+    let dst = ((position.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
     for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
       k_cache[dst + d] = k[src + d];
       v_cache[dst + d] = v[src + d];
@@ -226,7 +240,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   let subset = thread / DIM_GROUPS;
   if (subset < SUBSETS) {
     // This thread's keys are subset, subset + SUBSETS, ...: the cached ones, then the new.
-    let cached = clamp(p.cached_len, first, first + count) - first;
+    let cached = clamp(cached_len(), first, first + count) - first;
     let first_new = subset + (max(cached, subset) - subset + SUBSETS - 1u) / SUBSETS * SUBSETS;
     let dim = 4u * dim_group;
     let acc = weighted_values(true, subset, cached, first, kv_head, dim)

@@ -5,20 +5,23 @@
 // denominator, then the head dims for the output.
 override HEAD_DIM: u32 = 64u;
 
-struct Params {
+struct Params {  // sdpa.wgsl's
   seq_len: u32,
   q_heads: u32,
   kv_heads: u32,
-  input_pos: u32,
-  cached_len: u32,
   chunk: u32,
   splits: u32,
   scale: f32,
 }
 
+struct Position {
+  input_pos: u32,
+}
+
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> partials: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
+@group(0) @binding(3) var<uniform> position: Position;
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_SPLITS: u32 = 256u;
@@ -59,7 +62,7 @@ fn workgroup_sum(thread: u32, value: f32) -> f32 {
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;
   let row = group.y;
-  let keys = p.input_pos + row + 1u;
+  let keys = position.input_pos + row + 1u;
   let used_splits = (keys + p.chunk - 1u) / p.chunk;  // later splits had no keys of this row
   let first_slot = (row * p.q_heads + head) * p.splits;
   let stride = HEAD_DIM + 2u;

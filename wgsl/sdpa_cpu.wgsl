@@ -25,11 +25,13 @@ struct Params {
   seq_len: u32,
   q_heads: u32,
   kv_heads: u32,
-  input_pos: u32,
-  cached_len: u32,  // unused: every key is in the caches
-  chunk: u32,       // unused: sdpa.wgsl's key split
-  splits: u32,      // unused
+  chunk: u32,   // unused: sdpa.wgsl's key split
+  splits: u32,  // unused
   scale: f32,
+}
+
+struct Position {
+  input_pos: u32,
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
@@ -37,6 +39,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> k_cache: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> v_cache: array<vec4<f32>>;
 @group(0) @binding(7) var<uniform> p: Params;
+@group(0) @binding(8) var<uniform> position: Position;
 
 const WORKGROUP_SIZE: u32 = 64u;
 const LANES: u32 = 4u;
@@ -84,7 +87,7 @@ fn main(
   let q2 = q_vec4(q_base, first + 2u) * p.scale;
   let q3 = q_vec4(q_base, first + 3u) * p.scale;
 
-  let keys = p.input_pos + row + 1u;  // causal: up to and including this row's position
+  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
   var running_max = LOWEST;
   var weight_sum = 0.0;
   var acc0 = vec4<f32>();

@@ -13,7 +13,10 @@ Tensors are [1, S, heads, head_dim] and caches [1, max_context, kv_heads, head_d
 query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
 
 On GPUs, a row's keys are split over several workgroups when there are too few rows and
-heads to fill the GPU (decode); a second, small dispatch then merges the splits. On CPU
+heads to fill the GPU (decode); a second, small dispatch then merges the splits. The
+kernels read the position on the GPU (the SymInt's buffer), and the grid has room for
+more keys than the present ones: a decode step whose keys still fit it changes nothing
+here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
 and head walks all the row's keys with no barriers (which cost more than the arithmetic
 there), after buffer copies have put this call's keys and values into the caches.
@@ -48,6 +51,16 @@ def split_keys(keys: int, rows: int) -> tuple[int, int]:
     chunk = -(-keys // wanted)
     chunk = min(MAX_CHUNK, max(MIN_CHUNK, -(-chunk // MIN_CHUNK) * MIN_CHUNK))
     return chunk, max(1, -(-keys // chunk))
+
+
+def split_grid(keys: int, rows: int, max_keys: int) -> tuple[int, int, int]:
+    """(chunk, splits, most keys): split_keys(keys, rows)'s chunk, and a grid of splits
+    rounded up to a power of two (at most most_splits(max_keys, rows)), which serves
+    every count of keys up to `most keys` with that chunk: later workgroups find no keys
+    and return. The grid thus changes a few times over a context, not every chunk keys."""
+    chunk, splits = split_keys(keys, rows)
+    splits = min(1 << (splits - 1).bit_length(), most_splits(max_keys, rows))
+    return chunk, splits, min(max_keys, chunk * splits)
 
 
 def most_splits(max_keys: int, rows: int) -> int:
@@ -129,27 +142,27 @@ class CausalAttention(OpHandler):
     async def build_attention(self, k, v):
         device = self.graph.device
         partials = _shared_scratch(self.graph)
+        position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
         self.params = self.params_buffer(32)
         constants = {"HEAD_DIM": self.head_dim}
         self.pipeline = await self.make_pipeline("sdpa", {**constants, "UPDATE_CACHE": int(self.update_cache)})
         self.group = device.bind_group(
             self.pipeline,
-            [self.out.buffer, partials, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params],
+            [self.out.buffer, partials, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params, position],
         )
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
-        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params])
+        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params, position])
         self.cpu_pipeline = None
         if "subgroups" in device.features and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM:
             self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
             self.cpu_group = device.bind_group(
                 self.cpu_pipeline,
-                {0: self.out.buffer, 2: self.q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params},
+                {0: self.out.buffer, 2: self.q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: position},
             )
 
-    def resize_attention(self, cached_len_after_input_pos: bool):
-        """Set the output size, the key split and the parameters. Keys below input_pos
-        come from the caches; with `cached_len_after_input_pos` so do this call's S rows
-        (already written there)."""
+    def resize_attention(self):
+        """Set the output size, the key split and the parameters, and the positions that
+        the recording serves (the kernels read the position itself on the GPU)."""
         seq_len = self.q.sizes[1]
         input_pos = self.int_arg(self.input_pos_arg)
         keys = input_pos + seq_len
@@ -157,13 +170,15 @@ class CausalAttention(OpHandler):
             self.fail(f"positions [{input_pos}, {keys}) exceed the cache's {self.max_context}")
         self.set_sizes(self.out, self.q.sizes)
         self.on_cpu = self.kernel_set == "cpu" and self.cpu_pipeline is not None
-        chunk, self.splits = (0, 1) if self.on_cpu else split_keys(keys, seq_len * self.q_heads)
-        cached_len = keys if cached_len_after_input_pos else input_pos
+        if self.on_cpu:
+            # The host copies this call's keys and values into the caches at the position.
+            chunk, self.splits = 0, 1
+            self.gpu_int_ranges = {}
+        else:
+            chunk, self.splits, most_keys = split_grid(keys, seq_len * self.q_heads, self.max_context)
+            self.gpu_int_ranges = {self.args[self.input_pos_arg]: (0, most_keys - seq_len)}
         self.write_params(
-            self.params,
-            struct.pack(
-                "<7If", seq_len, self.q_heads, self.kv_heads, input_pos, cached_len, chunk, self.splits, self.scale
-            ),
+            self.params, struct.pack("<5If", seq_len, self.q_heads, self.kv_heads, chunk, self.splits, self.scale)
         )
         self.rows = seq_len
         self.input_pos = input_pos
@@ -207,7 +222,7 @@ class SdpaWithKvCache(CausalAttention):
     def resize(self):
         if self.k.sizes[1] != self.q.sizes[1] or self.v.sizes[1] != self.q.sizes[1]:
             self.fail(f"q, k and v differ in length: {self.q.sizes[1]}, {self.k.sizes[1]}, {self.v.sizes[1]}")
-        self.resize_attention(cached_len_after_input_pos=False)
+        self.resize_attention()
 
 
 @register("llama.custom_sdpa.default")
@@ -227,7 +242,7 @@ class CustomSdpa(CausalAttention):
         await self.build_attention(self.q, self.q)
 
     def resize(self):
-        self.resize_attention(cached_len_after_input_pos=True)
+        self.resize_attention()
 
 
 @register("update_cache.default")

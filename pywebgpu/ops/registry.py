@@ -8,7 +8,9 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `build()` creates pipelines, parameter buffers and bind groups, once;
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
-  It must depend on nothing else: the runtime calls it only when one of those changed;
+  It must depend on nothing else: the runtime calls it only when one of those changed.
+  An op that reads a SymInt argument on the GPU (`GraphRuntime.int_on_gpu`) sets, in
+  `gpu_int_ranges`, the values its recording serves: a change within needs no resize;
 - `record()` adds the op's dispatches to a recorder, from the state `resize` left (the
   runtime keeps the commands and re-records only after a resize).
 """
@@ -56,6 +58,9 @@ class OpHandler:
         self.index = index
         self.name = name
         self.args = args
+        # SymInt argument id → (lowest, highest) value that the op's commands and
+        # parameters, as last resized, serve (the op reads that SymInt on the GPU).
+        self.gpu_int_ranges: dict[int, tuple[int, int]] = {}
 
     # --- argument access -----------------------------------------------------------
     def fail(self, message: str):

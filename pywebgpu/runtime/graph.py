@@ -8,18 +8,21 @@ Execution redoes only what changed: an op is resized when a value it reads (a te
 live sizes or data on the host, a SymInt) changed since its last resize, and re-recorded
 only then; the schedule (every op's commands) is patched in place where an op's commands
 changed their arguments only, and rebuilt only when their number changed. A decode step
-thus resizes the few ops that read the position, rewrites their parameters, and submits
-the command list of the step before.
+thus resizes the few ops that read the position on the host, rewrites their parameters,
+and submits the command list of the step before. Ops that read the position on the GPU
+(attention, from the SymInt's buffer: `int_on_gpu`) say which values their recording
+serves (`OpHandler.gpu_int_ranges`) and are resized only when it leaves them.
 """
 
 from __future__ import annotations
 
 import array
 import heapq
+import struct
 from dataclasses import dataclass
 
 from .. import pte
-from ..gpu import STORAGE_USAGE, Device, GPUError
+from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError
 # The module, not its names: ops.registry imports runtime.values, so importing names here
 # would be circular.
 from ..ops import load_all_ops, registry
@@ -59,6 +62,7 @@ class GraphRuntime:
         self._consumers = readers(self.ops, self.values)
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
+        self._int_buffers: dict = {}  # value id → int_on_gpu's buffer of a constant Int
         self.built = False
         # Incremental execution (see the module docstring): ops to resize (a heap of op
         # indexes, and the same as a set), the op being resized, ops to re-record, each
@@ -223,6 +227,22 @@ class GraphRuntime:
             return js.Uint8Array.new(self._data, offset, size).to_bytes()
         return memoryview(self._data)[offset : offset + size]
 
+    def int_on_gpu(self, value_id: int):
+        """A uniform buffer holding an Int or SymInt argument's value as an i32 (16 bytes),
+        for kernels that read it on the GPU; a SymInt's is rewritten whenever its value
+        changes. Made on the first call (from an op's build), shared by every reader."""
+        value = self.values[value_id]
+        if isinstance(value, SymInt):
+            if value.buffer is None:
+                value.buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"symint{value_id}")
+                self.write_if_changed(value.buffer, _int_bytes(value.value))
+            return value.buffer
+        if value_id not in self._int_buffers:
+            buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"int{value_id}")
+            self.device.write_buffer(buffer, _int_bytes(value))
+            self._int_buffers[value_id] = buffer
+        return self._int_buffers[value_id]
+
     # --- execute -----------------------------------------------------------------------
     def write_if_changed(self, buffer, data: bytes):
         if self._last_written.get(id(buffer)) != data:
@@ -236,9 +256,16 @@ class GraphRuntime:
 
     def value_changed(self, value_id: int):
         """Note that a value's live sizes, host data or SymInt value changed: the ops after
-        the one being resized that read it are resized in this run."""
+        the one being resized that read it are resized in this run, but for those that
+        read a SymInt on the GPU and whose recording serves its new value."""
+        value = self.values[value_id]
+        if isinstance(value, SymInt) and value.buffer is not None:
+            self.write_if_changed(value.buffer, _int_bytes(value.value))
         for index in self._consumers.get(value_id, ()):
             if index > self._resizing and index not in self._stale:
+                served = self.ops[index].gpu_int_ranges.get(value_id)
+                if served is not None and served[0] <= value.value <= served[1]:
+                    continue
                 self._stale.add(index)
                 heapq.heappush(self._stale_heap, index)
 
@@ -372,6 +399,10 @@ class GraphRuntime:
             top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
             await top_k.build()
             self._top_k = top_k
+
+
+def _int_bytes(value: int) -> bytes:
+    return struct.pack("<i12x", value)
 
 
 def _flat_values(host):

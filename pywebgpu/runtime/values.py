@@ -53,10 +53,13 @@ class Tensor:
 
 @dataclass(eq=False)
 class SymInt:
-    """A symbolic integer (sequence length, position), recomputed on the host each run."""
+    """A symbolic integer (sequence length, position), recomputed on the host each run.
+    `buffer`, made for ops that read it on the GPU (GraphRuntime.int_on_gpu), holds its
+    value as an i32 and is rewritten whenever the value changes."""
 
     id: int
     value: int
+    buffer: Buffer | None = None
 
 
 @dataclass(eq=False)

@@ -119,6 +119,13 @@ CASES = [
     *attention_case(
         "sdpa-kv-big-chunks", [(0, 17), (1090, 17), (1107, 1)], 1110, q_heads=32, kv_heads=4, head_dim=16
     ),
+    # Decode across the points where the grid of splits grows (rows up to 64, 128 keys),
+    # then back to an earlier position within the grid (later splits find no keys).
+    *attention_case(
+        "sdpa-kv-decode-across-grids",
+        [*consecutive(62, 1, 1, 1), (65, 64), *[(129 + i, 1) for i in range(3)], (20, 1), (21, 1)],
+        140, q_heads=4, kv_heads=2, head_dim=16,
+    ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
     *attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.
