@@ -131,6 +131,7 @@ def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[t
     rows.append((f"time to first token, {shortest}-tok prompt (s)", ("prefill", shortest, "time_to_first_token_s"), 1, False))
     rows += [(f"decode @{n} (tok/s)", ("decode", str(n), "tokens_per_s"), 1, True) for n in decode_contexts]
     rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False) for n in decode_contexts]
+    rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False) for n in decode_contexts]
     rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False) for n in decode_contexts]
     rows += [
         ("dispatches per decode token", ("dispatches_per_decode_token",), 1, False),

@@ -5,10 +5,11 @@ Pure Python over pywebgpu and the standard library, so the very same code runs n
 receives this file's source from devtools/bench.py).
 
 Every figure comes from the public model API (`LanguageModel.next_token_candidates`,
-greedy, top-k read back from the GPU) with two pieces of instrumentation on the device:
-`submit` is wrapped to note when the program's work has been handed to the GPU (host time
-= step start → submit returned: resizes, parameter writes, recording, submit) and how many
-dispatches it held.
+greedy, top-k read back from the GPU) with instrumentation on the device: `submit` is
+wrapped to note how long it took (converting commands, and in the browser the one JS call
+that writes parameters, encodes, submits and requests the readback), how many dispatches
+it held, and to time them on the GPU when asked. Host time per decode token is the whole
+call that submits a step (set inputs, resize, record, submit, the readback requested).
 """
 
 from __future__ import annotations
@@ -31,36 +32,39 @@ def _dispatches(*recorders) -> int:
 
 
 class _SubmitClock:
-    """Wraps `device.submit`: the time the last submit returned, and the dispatches it
+    """Wraps `device.submit`: the seconds the last submit took and the dispatches it
     handed over; while `timer` is set, submits are timed on the GPU with it."""
 
     def __init__(self, device):
-        self.returned_at = None
+        self.seconds = None
         self.dispatches = 0
         self.timer = None
         submit = device.submit
 
-        def timed_submit(*recorders, timer=None):
-            submit(*recorders, timer=timer or self.timer)
-            self.returned_at = _now()
+        def timed_submit(*recorders, timer=None, read=None):
+            started = _now()
+            # `read` only when given: the benchmark also runs wheels from before it existed.
+            result = submit(*recorders, timer=timer or self.timer, **({} if read is None else {"read": read}))
+            self.seconds = _now() - started
             self.dispatches = _dispatches(*recorders)
+            return result
 
         device.submit = timed_submit
 
 
 async def _step(model, tokens, position, clock):
-    """Feed `tokens` at `position`; (greedy next token, wall seconds, host seconds)."""
+    """Feed `tokens` at `position`; (greedy next token, wall seconds)."""
     started = _now()
     candidates = await model.next_token_candidates(tokens, position, k=1)
-    finished = _now()
-    return candidates[0][1], finished - started, clock.returned_at - started
+    return candidates[0][1], _now() - started
 
 
 async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS):
     """`count` greedy decode steps from `position`, as ChatSession decodes greedily: the
     steps run `run_ahead` ahead of the host (each takes its token on the GPU from the
-    step before). Returns (tokens, wall s for all, host s per submitted step)."""
-    tokens, hosts = [], []
+    step before). Returns (tokens, wall s for all, host s per submitted step, of which
+    s in device.submit)."""
+    tokens, hosts, submits = [], [], []
     started = _now()
     steps = deque([model.start_next_token_candidates([first_token], position, k=1)])
     submitted = 1
@@ -68,10 +72,11 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
         while submitted < count and len(steps) <= run_ahead:
             submitting = _now()
             steps.append(model.start_greedy_step(position + submitted))
-            hosts.append(clock.returned_at - submitting)
+            hosts.append(_now() - submitting)
+            submits.append(clock.seconds)
             submitted += 1
         tokens.append((await steps.popleft())[0][1])
-    return tokens, _now() - started, hosts
+    return tokens, _now() - started, hosts, submits
 
 
 async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float | None:
@@ -83,7 +88,7 @@ async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float
     try:
         token, seconds = first_token, []
         for offset in range(count):
-            token, _, _ = await _step(model, [token], position + offset, clock)
+            token, _ = await _step(model, [token], position + offset, clock)
             seconds.append(await clock.timer.read_seconds())
     finally:
         clock.timer = None
@@ -137,7 +142,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
 
     # Warm-up (first-run costs: lazily built top-k reducer, driver caches), and the
     # dispatch counts of a decode step and of a prefill call, untimed.
-    first, _, _ = await _step(model, prompt_tokens[:8], 0, clock)
+    first, _ = await _step(model, prompt_tokens[:8], 0, clock)
     prefill_dispatches = clock.dispatches
     await _step(model, [first], 8, clock)
     decode_dispatches = clock.dispatches
@@ -157,7 +162,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
     for length in prefill_lengths:
         walls = []
         for rep in range(reps):
-            _, wall, _ = await _step(model, prompt_tokens[:length], 0, clock)
+            _, wall = await _step(model, prompt_tokens[:length], 0, clock)
             walls.append(wall)
             log(f"pywebgpu prefill {length}: {wall:.2f} s (rep {rep + 1}/{reps})")
         result["prefill"][str(length)] = {
@@ -169,12 +174,13 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
     for context in decode_contexts:
         # The prompt is prefilled once; every rep decodes from the same cache state
         # (greedy: the same tokens each time), overwriting the positions after it.
-        first, _, _ = await _step(model, prompt_tokens[:context], 0, clock)
-        speeds, host_ms, generated = [], [], None
+        first, _ = await _step(model, prompt_tokens[:context], 0, clock)
+        speeds, host_ms, submit_ms, generated = [], [], [], None
         for rep in range(reps):
-            generated, seconds, hosts = await _decode(model, first, context, decode_tokens, clock, run_ahead)
+            generated, seconds, hosts, submits = await _decode(model, first, context, decode_tokens, clock, run_ahead)
             speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
+            submit_ms.append(1000 * median(submits))
             log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
         gpu_ms = await _gpu_ms_per_token(model, first, context, decode_tokens, clock)
         if gpu_ms is not None:
@@ -184,6 +190,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
             "tokens": decode_tokens,
             "tokens_per_s": median(speeds),
             "host_ms_per_token": median(host_ms),
+            "submit_ms_per_token": median(submit_ms),
             "gpu_ms_per_token": gpu_ms,
             "runs_tokens_per_s": speeds,
             "greedy_continuation": [first] + generated,

@@ -129,7 +129,7 @@ def test_synchronize_waits_for_submitted_work(programs):
 
 def test_resubmit_replaced_commands(programs):
     # The JS array of a resubmitted list is patched; the small write before is held and
-    # handed over in the same call.
+    # handed over in the same call, which also reads the result back.
     assert programs.call("gpu_programs", "resubmit_replaced") == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
 
 

@@ -129,7 +129,8 @@ async def synchronize_after_work():
 
 async def resubmit_replaced():
     """One recorded copy submitted again and again, replaced in place each time (as a graph
-    patches its schedule), the last time after a small write to its source."""
+    patches its schedule), the last time after a small write to its source and with the
+    destination read back by the same submission."""
     d = await device()
     src = d.create_buffer_with_data(array.array("f", range(8)), label="src")
     dst = d.create_buffer_with_data(array.array("f", [0.0] * 8), label="dst")
@@ -142,8 +143,8 @@ async def resubmit_replaced():
         patch = d.record()
         patch.copy(src, dst, 4, src_offset=4 * element, dst_offset=4 * element)
         schedule.replace(0, patch.commands)
-        d.submit(schedule)
-    return array.array("f", bytes(await d.read_buffer(dst))).tolist()
+        pending = d.submit(schedule, read=(dst, 0, 32) if element == 7 else None)
+    return array.array("f", bytes(await pending)).tolist()
 
 
 async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
@@ -155,5 +156,5 @@ async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
     n = len(logits_bytes) // 4
     reducer = TopK(d, logits, n)
     await reducer.build()
-    d.submit(reducer.prepare(n, k, penalty, penalized_ids))
-    return [list(pair) for pair in await reducer.read(k)]
+    picks = d.submit(reducer.prepare(n, k, penalty, penalized_ids), read=reducer.result_bytes(k))
+    return [list(pair) for pair in await reducer.picks(picks, k)]

@@ -19,8 +19,6 @@ from .device import (
     _as_bytes_view,
 )
 
-_MAP_MODE_READ = 1  # GPUMapMode.READ
-
 # Small writes from Python (parameters, positions: a few dozen of tens of bytes per decode
 # step) are held and handed over with the next submit, in the same JS call: one crossing
 # per step instead of one per write. Anything else that reaches the queue (a large or
@@ -35,14 +33,16 @@ HELD_WRITE_BYTES = 4096
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
 # [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
 # the first pass's beginning and the last pass's end are written there (see GPUTimer).
+# `read` is null or [src, offset, staging, size]: the same command buffer copies those
+# bytes into `staging`, whose mapping promise is returned.
 _ENCODE_AND_SUBMIT_JS = """
-(device, writes, data, timer, ...lists) => {
+(device, writes, data, timer, read, ...lists) => {
   if (writes != null) {
     for (let i = 0; i < writes.length; i += 4) {
       device.queue.writeBuffer(writes[i], writes[i + 1], data, writes[i + 2], writes[i + 3]);
     }
   }
-  if (lists.length === 0) return;
+  if (lists.length === 0 && read == null) return null;
   const encoder = device.createCommandEncoder();
   let last = -1;
   if (timer != null) {
@@ -76,7 +76,9 @@ _ENCODE_AND_SUBMIT_JS = """
   }
   if (pass !== null) pass.end();
   if (timer != null) encoder.resolveQuerySet(timer[0], 0, 2, timer[1], 0);
+  if (read != null) encoder.copyBufferToBuffer(read[0], read[1], read[2], 0, read[3]);
   device.queue.submit([encoder.finish()]);
+  return read == null ? null : read[2].mapAsync(1 /* GPUMapMode.READ */);
 }
 """
 
@@ -137,12 +139,12 @@ class BrowserDevice(Device):
 
     def _hand_over_writes(self):
         if self._held_writes:
-            self._encode_and_submit(self.raw, *self._take_held_writes(), None)
+            self._encode_and_submit(self.raw, *self._take_held_writes(), None, None)
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
 
-    def _raw_submit(self, recorders, timer):
+    def _raw_submit(self, recorders, timer, read):
         # A recorder submitted again (a graph's schedule, every token) reuses its JS array:
         # only the call itself crosses over, and the commands replaced since.
         for recorder in recorders:
@@ -155,7 +157,39 @@ class BrowserDevice(Device):
         if timer is not None and timer.backend_form is None:
             timer.backend_form = _js([timer.query_set, timer.resolved.handle])
         timing = None if timer is None else timer.backend_form
-        self._encode_and_submit(self.raw, *self._take_held_writes(), timing, *(recorder.backend_form for recorder in recorders))
+        reading = staging = None
+        if read is not None:
+            buffer, offset, size = read
+            staging = self._take_staging(
+                size,
+                lambda: self.raw.createBuffer(
+                    _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+                ),
+            )
+            reading = to_js([buffer.handle, offset, staging, size])
+        mapping = self._encode_and_submit(
+            self.raw, *self._take_held_writes(), timing, reading, *(recorder.backend_form for recorder in recorders)
+        )
+        if read is None:
+            return None
+
+        async def finish():
+            mapped = False
+            try:
+                try:
+                    await mapping
+                except JsException as error:
+                    self._check_alive()
+                    raise GPUError(f"reading buffer {buffer.label!r} back failed: {error}") from None
+                mapped = True
+                return memoryview(staging.getMappedRange().to_bytes())
+            finally:
+                if mapped:
+                    staging.unmap()
+                if not (mapped and self._keep_staging(size, staging)):
+                    staging.destroy()
+
+        return finish
 
     def _js_bytes_length(self, data):
         return data.byteLength if isinstance(data, JsProxy) else None
@@ -181,37 +215,6 @@ class BrowserDevice(Device):
         else:
             view = _as_bytes_view(data)[data_offset : data_offset + size]
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
-
-    def _raw_start_read(self, buffer, offset, size):
-        self._hand_over_writes()
-        staging = self._take_staging(
-            size,
-            lambda: self.raw.createBuffer(
-                _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
-            ),
-        )
-        encoder = self.raw.createCommandEncoder()
-        encoder.copyBufferToBuffer(buffer.handle, offset, staging, 0, size)
-        self._queue.submit(_js([encoder.finish()]))
-        mapping = staging.mapAsync(_MAP_MODE_READ)  # a JS promise: the map starts now
-
-        async def finish():
-            mapped = False
-            try:
-                try:
-                    await mapping
-                except JsException as error:
-                    self._check_alive()
-                    raise GPUError(f"reading buffer {buffer.label!r} back failed: {error}") from None
-                mapped = True
-                return memoryview(staging.getMappedRange().to_bytes())
-            finally:
-                if mapped:
-                    staging.unmap()
-                if not (mapped and self._keep_staging(size, staging)):
-                    staging.destroy()
-
-        return finish
 
     def _raw_destroy_buffer(self, buffer):
         self._hand_over_writes()

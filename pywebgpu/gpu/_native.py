@@ -78,16 +78,14 @@ class NativeDevice(Device):
         view = _as_bytes_view(data)[data_offset : data_offset + size]
         self._queue.write_buffer(buffer.handle, buffer_offset, view)
 
-    def _raw_start_read(self, buffer, offset, size):
+    def _read_back(self, encoder, read):
+        """Encode the copy of `read` (buffer, offset, size) into a staging buffer; returns
+        an async function that waits for the bytes, once the encoder is submitted."""
+        buffer, offset, size = read
         staging = self._take_staging(
             size, lambda: self.raw.create_buffer(size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback")
         )
-        encoder = self.raw.create_command_encoder()
         encoder.copy_buffer_to_buffer(buffer.handle, offset, staging, 0, size)
-        try:
-            self._queue.submit([encoder.finish()])
-        except wgpu.GPUError as error:
-            raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
 
         async def finish():
             try:
@@ -136,7 +134,7 @@ class NativeDevice(Device):
     def _raw_timestamp_query_set(self, count):
         return self.raw.create_query_set(type="timestamp", count=count, label="timer")
 
-    def _raw_submit(self, recorders, timer):
+    def _raw_submit(self, recorders, timer, read):
         encoder = self.raw.create_command_encoder()
         compute_pass = None
         label = ""
@@ -170,10 +168,14 @@ class NativeDevice(Device):
             compute_pass.end()
         if timer:
             encoder.resolve_query_set(timer.query_set, 0, 2, timer.resolved.handle, 0)
+        finish = None if read is None else self._read_back(encoder, read)
         try:
             self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
+            if not label and read is not None:
+                raise GPUError(f"reading buffer {read[0].label!r}: {error}") from None
             raise GPUError(f"submitting work (last kernel {label!r}): {error}") from None
+        return finish
 
     async def _raw_synchronize(self):
         # A readback waits for all earlier submissions. (wgpu 0.32's

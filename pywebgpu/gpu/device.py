@@ -207,14 +207,7 @@ class Device:
         work submitted so far, and return an awaitable of them: work submitted before
         awaiting it runs on the GPU while the bytes travel back."""
         self._check_alive()
-        if size is None:
-            size = buffer.size - offset
-        if offset < 0 or size < 0 or offset + size > buffer.size or offset % 4 or size % 4:
-            raise GPUError(
-                f"read of [{offset}, {offset + size}) from buffer {buffer.label!r} "
-                f"({buffer.size} bytes): out of range or not 4-byte aligned"
-            )
-        return self._finish_read(self._raw_start_read(buffer, offset, size))
+        return self._finish_read(self._raw_submit((), None, _checked_read(buffer, offset, size)))
 
     def _take_staging(self, size: int, create):
         """A readback staging buffer (backend handle) of `size` bytes: a pooled one when
@@ -282,12 +275,19 @@ class Device:
         self._check_alive()
         return Recorder()
 
-    def submit(self, *recorders: "Recorder", timer: "GPUTimer | None" = None):
+    def submit(self, *recorders: "Recorder", timer: "GPUTimer | None" = None, read: tuple | None = None):
         """Run the recorders' commands, in order, as one command buffer; with a `timer`,
-        the GPU also notes when its compute passes begin and end (see GPUTimer)."""
+        the GPU also notes when its compute passes begin and end (see GPUTimer).
+
+        With `read` = (buffer, offset, size), the same command buffer then copies those
+        bytes back, and submit returns an awaitable of them (as start_read does): a
+        decode step's result costs no second submission."""
         self._check_alive()
         self._raise_pending_errors()
-        self._raw_submit(recorders, timer)
+        if read is None:
+            self._raw_submit(recorders, timer, None)
+            return None
+        return self._finish_read(self._raw_submit(recorders, timer, _checked_read(*read)))
 
     def timer(self) -> "GPUTimer":
         """A GPUTimer for `submit` (needs the adapter's timestamp-query feature)."""
@@ -330,10 +330,6 @@ class Device:
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
         raise NotImplementedError
 
-    def _raw_start_read(self, buffer, offset, size):
-        """Queue the copy; return an async function that waits for the bytes."""
-        raise NotImplementedError
-
     def _raw_destroy_buffer(self, buffer):
         raise NotImplementedError
 
@@ -343,7 +339,9 @@ class Device:
     def _raw_bind_group(self, pipeline, entries, label):
         raise NotImplementedError
 
-    def _raw_submit(self, recorders, timer):
+    def _raw_submit(self, recorders, timer, read):
+        """Encode and submit; with `read` (buffer, offset, size) also queue that copy back
+        and return an async function that waits for the bytes."""
         raise NotImplementedError
 
     def _raw_timestamp_query_set(self, count):
@@ -368,6 +366,17 @@ class GPUTimer:
         """GPU seconds of the last submit made with this timer (waits for it)."""
         begin, end = struct.unpack("<QQ", bytes(await self.device.read_buffer(self.resolved)))
         return max(0, end - begin) / 1e9
+
+
+def _checked_read(buffer: Buffer, offset: int = 0, size: int | None = None) -> tuple:
+    if size is None:
+        size = buffer.size - offset
+    if offset < 0 or size < 0 or offset + size > buffer.size or offset % 4 or size % 4:
+        raise GPUError(
+            f"read of [{offset}, {offset + size}) from buffer {buffer.label!r} "
+            f"({buffer.size} bytes): out of range or not 4-byte aligned"
+        )
+    return buffer, offset, size
 
 
 class Recorder:

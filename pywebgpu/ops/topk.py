@@ -80,16 +80,13 @@ class TopK:
             self._feed.copy(self.result, destination, 4, src_offset=4)  # (value, id) pairs: id 0's word
         return self._feed
 
-    def start_read(self, k: int):
-        """Queue the readback of the k picks of the last submitted run; returns an
-        awaitable of (logit, token id) pairs, largest first."""
-        return self._picks(self.device.start_read(self.result, 0, 8 * k), k)
-
-    async def read(self, k: int) -> list[tuple[float, int]]:
-        return await self.start_read(k)
+    def result_bytes(self, k: int) -> tuple:
+        """(buffer, offset, size) of the k picks, for Device.submit's `read`."""
+        return self.result, 0, 8 * k
 
     @staticmethod
-    async def _picks(pending, k: int) -> list[tuple[float, int]]:
+    async def picks(pending, k: int) -> list[tuple[float, int]]:
+        """(logit, token id) pairs, largest first, from the awaitable of result_bytes(k)."""
         words = array.array("I")
         words.frombytes(bytes(await pending))
         values = array.array("f")

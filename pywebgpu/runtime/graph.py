@@ -389,8 +389,10 @@ class GraphRuntime:
             if tokens is None or tokens.sizes != (1, 1):
                 raise GPUError("feeding the last run's token needs a [1, 1] token input")
             first = [self._top_k.feed_first_pick(tokens.buffer)]
-        self.device.submit(*first, schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids))
-        return self._top_k.start_read(k)
+        picks = self.device.submit(
+            *first, schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids), read=self._top_k.result_bytes(k)
+        )
+        return self._top_k.picks(picks, k)
 
     async def build_top_k(self):
         """Make the top-k reducer over the first output (once; execute_top_k does it)."""
