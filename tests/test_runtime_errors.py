@@ -50,3 +50,28 @@ def test_wrong_number_of_inputs_is_refused():
 
     with pytest.raises(GPUError, match="takes 2 inputs, got 1"):
         asyncio.run(main())
+
+
+def test_position_past_the_kv_cache_is_refused_by_attention_reading_it_on_the_gpu():
+    """With the kernels for GPUs, decode steps within the attention's grid are not resized;
+    a position past the cache still is, and fails naming the op."""
+    from op_cases.attention import CASES as ATTENTION_CASES, step
+    from pywebgpu.ops import registry
+
+    case = next(c for c in ATTENTION_CASES if c.id == "sdpa-kv-gqa2-gpu")  # a 16-row cache
+
+    def inputs(position, length):
+        return [x.numpy() for x in step(position, length, 4, 2, 8, seed=position)]
+
+    async def main():
+        graph = await load(await request_device(), export_case(case))
+        for position, length in ((0, 5), (5, 1), (15, 1)):
+            await graph.execute(*inputs(position, length))
+        await graph.execute(*inputs(16, 1))
+
+    registry.FORCE_KERNEL_SET = "gpu"
+    try:
+        with pytest.raises(OpError, match=r"sdpa_with_kv_cache.*positions \[16, 17\) exceed the cache's 16"):
+            asyncio.run(main())
+    finally:
+        registry.FORCE_KERNEL_SET = None
