@@ -75,3 +75,21 @@ def test_position_past_the_kv_cache_is_refused_by_attention_reading_it_on_the_gp
             asyncio.run(main())
     finally:
         registry.FORCE_KERNEL_SET = None
+
+
+def test_position_past_the_rope_tables_is_refused_by_rope_reading_them_on_the_gpu():
+    """RoPE fused with its tables' slices reads the rows at the position on the GPU and is
+    not resized by decode steps; a position whose rows leave the tables fails naming the op
+    (left unfused, the slice would have clamped and the op seen too few rows)."""
+    from op_cases.rope import CASES as ROPE_CASES, at_position
+
+    case = next(c for c in ROPE_CASES if c.id == "rope-tables-at-position")  # 24-row tables
+
+    async def main():
+        graph = await load(await request_device(), export_case(case))
+        for seq, start in ((5, 0), (1, 5), (1, 23)):
+            await graph.execute(*(x.numpy() for x in at_position(seq, start, seed=start)))
+        await graph.execute(*(x.numpy() for x in at_position(1, 24, seed=24)))
+
+    with pytest.raises(OpError, match=r"apply_rotary_emb at position.*positions \[24, 25\) are outside the RoPE tables' 24 rows"):
+        asyncio.run(main())

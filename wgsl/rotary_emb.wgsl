@@ -2,7 +2,9 @@
 //   out[2i]   = x[2i] * cos - x[2i+1] * sin
 //   out[2i+1] = x[2i] * sin + x[2i+1] * cos
 // for xq [B, S, Hq, D] and xk [B, S, Hk, D] in one dispatch (q pairs first, then k pairs),
-// with cos/sin [S, D/2] read at the pair's token and pair index.
+// with cos/sin [rows, D/2] read at row first_row + the pair's token and at the pair index:
+// first_row is 0 for tables of this call's rows, the position for whole tables (the
+// SymInt's own buffer, read here so that a decode step changes nothing but its value).
 
 struct Params {
   q_pairs: u32,           // pairs in xq: numel / 2
@@ -15,6 +17,10 @@ struct Params {
   _pad1: u32,
 }
 
+struct FirstRow {
+  row: i32,
+}
+
 @group(0) @binding(0) var<storage, read_write> xq_out: array<f32>;
 @group(0) @binding(1) var<storage, read_write> xk_out: array<f32>;
 @group(0) @binding(2) var<storage, read> xq: array<f32>;
@@ -22,9 +28,10 @@ struct Params {
 @group(0) @binding(4) var<storage, read> freqs_cos: array<f32>;
 @group(0) @binding(5) var<storage, read> freqs_sin: array<f32>;
 @group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> first_row: FirstRow;
 
 fn freq_index(pair: u32, pairs_per_token: u32) -> u32 {
-  let token = (pair / pairs_per_token) % p.seq_len;
+  let token = u32(first_row.row) + (pair / pairs_per_token) % p.seq_len;
   return token * p.half_dim + pair % p.half_dim;
 }
 

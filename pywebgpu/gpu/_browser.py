@@ -25,6 +25,9 @@ from .device import (
 # JS-side write, a readback, waiting for the GPU, destroying a buffer) hands them over
 # first, so the queue sees every operation in the order it was made.
 HELD_WRITE_BYTES = 4096
+# Lists of held writes converted to JS and kept, keyed by their buffers, offsets and sizes:
+# a decode step holds the same writes (positions) every token, with new bytes only.
+KEPT_WRITE_LISTS = 16
 
 # Writes the held writes (`writes`: [buffer, offset, start, size, ...] into `data`, a
 # Uint8Array; or null/undefined), then encodes and submits whole command lists, all in
@@ -33,16 +36,17 @@ HELD_WRITE_BYTES = 4096
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
 # [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
 # the first pass's beginning and the last pass's end are written there (see GPUTimer).
-# `read` is null or [src, offset, staging, size]: the same command buffer copies those
-# bytes into `staging`, whose mapping promise is returned.
+# With a `staging` buffer (else null), the same command buffer copies `readSize` bytes at
+# `readOffset` of `readSrc` into it, and its mapping promise is returned. (Plain
+# arguments: a list would cost a conversion per call.)
 _ENCODE_AND_SUBMIT_JS = """
-(device, writes, data, timer, read, ...lists) => {
+(device, writes, data, timer, readSrc, readOffset, staging, readSize, ...lists) => {
   if (writes != null) {
     for (let i = 0; i < writes.length; i += 4) {
       device.queue.writeBuffer(writes[i], writes[i + 1], data, writes[i + 2], writes[i + 3]);
     }
   }
-  if (lists.length === 0 && read == null) return null;
+  if (lists.length === 0 && staging == null) return null;
   const encoder = device.createCommandEncoder();
   let last = -1;
   if (timer != null) {
@@ -76,9 +80,9 @@ _ENCODE_AND_SUBMIT_JS = """
   }
   if (pass !== null) pass.end();
   if (timer != null) encoder.resolveQuerySet(timer[0], 0, 2, timer[1], 0);
-  if (read != null) encoder.copyBufferToBuffer(read[0], read[1], read[2], 0, read[3]);
+  if (staging != null) encoder.copyBufferToBuffer(readSrc, readOffset, staging, 0, readSize);
   device.queue.submit([encoder.finish()]);
-  return read == null ? null : read[2].mapAsync(1 /* GPUMapMode.READ */);
+  return staging == null ? null : staging.mapAsync(1 /* GPUMapMode.READ */);
 }
 """
 
@@ -125,21 +129,28 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
-        self._held_writes: list = []  # [buffer handle, offset, start in _held_data, size, ...]
+        self._held_writes: list = []  # [Buffer, offset, start in _held_data, size, ...]
         self._held_data = bytearray()
+        self._write_lists: dict[tuple, object] = {}  # tuple(_held_writes) → its JS form
 
     def _take_held_writes(self):
         """(writes, data) for _ENCODE_AND_SUBMIT_JS, emptying the held ones; (None, None)
         if none are held."""
         if not self._held_writes:
             return None, None
-        writes, data = to_js(self._held_writes), to_js(memoryview(self._held_data))
+        key = tuple(self._held_writes)
+        writes = self._write_lists.get(key)
+        if writes is None:
+            if len(self._write_lists) >= KEPT_WRITE_LISTS:
+                self._write_lists.clear()
+            writes = self._write_lists[key] = to_js([w.handle if i % 4 == 0 else w for i, w in enumerate(key)])
+        data = to_js(memoryview(self._held_data))
         self._held_writes, self._held_data = [], bytearray()
         return writes, data
 
     def _hand_over_writes(self):
         if self._held_writes:
-            self._encode_and_submit(self.raw, *self._take_held_writes(), None, None)
+            self._encode_and_submit(self.raw, *self._take_held_writes(), None, None, 0, None, 0)
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
@@ -157,21 +168,28 @@ class BrowserDevice(Device):
         if timer is not None and timer.backend_form is None:
             timer.backend_form = _js([timer.query_set, timer.resolved.handle])
         timing = None if timer is None else timer.backend_form
-        reading = staging = None
-        if read is not None:
-            buffer, offset, size = read
-            staging = self._take_staging(
-                size,
-                lambda: self.raw.createBuffer(
-                    _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
-                ),
-            )
-            reading = to_js([buffer.handle, offset, staging, size])
-        mapping = self._encode_and_submit(
-            self.raw, *self._take_held_writes(), timing, reading, *(recorder.backend_form for recorder in recorders)
-        )
         if read is None:
+            self._encode_and_submit(
+                self.raw, *self._take_held_writes(), timing, None, 0, None, 0, *(recorder.backend_form for recorder in recorders)
+            )
             return None
+        buffer, offset, size = read
+        staging = self._take_staging(
+            size,
+            lambda: self.raw.createBuffer(
+                _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+            ),
+        )
+        mapping = self._encode_and_submit(
+            self.raw,
+            *self._take_held_writes(),
+            timing,
+            buffer.handle,
+            offset,
+            staging,
+            size,
+            *(recorder.backend_form for recorder in recorders),
+        )
 
         async def finish():
             mapped = False
@@ -201,7 +219,7 @@ class BrowserDevice(Device):
         if not isinstance(data, JsProxy) and size <= HELD_WRITE_BYTES:
             start = len(self._held_data)
             self._held_data += _as_bytes_view(data)[data_offset : data_offset + size]
-            self._held_writes += (buffer.handle, buffer_offset, start, size)
+            self._held_writes += (buffer, buffer_offset, start, size)
             return
         self._hand_over_writes()
         if isinstance(data, JsProxy):

@@ -24,6 +24,13 @@ place of the last op of its pattern, where all its inputs exist.
   (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GPU GEMV
   (decode), which applies the norm as it reads x. In a Llama block, both norms; and
   the final norm before the LM head.
+- RoPE tables at the position: Llama slices its cos and sin tables at rows
+  [input_pos, input_pos + S) (slice_copy, then a clone) for apply_rotary_emb. Where the
+  slices are read only by apply_rotary_emb ops (through views), those read the whole
+  tables from the position on the GPU (`RotaryEmbAtPosition`, ops/rope.py), so that a
+  decode step resizes none of them; the cos slice becomes the host's SymInt end - start
+  (which the op checks against its sequence length), the sin slice and the clones go:
+  two dispatches and two parameter writes fewer per token.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from .values import Tensor, ValueList
 
 def fuse(graph) -> None:
     """Apply every rewrite to `graph.ops` (a GraphRuntime before build)."""
+    _fuse_rope_tables(graph)
     _fuse_silu_mul(graph)
     _fuse_linear_residual(graph)
     _fuse_mlp(graph)
@@ -55,6 +63,58 @@ def readers(ops, values) -> dict[int, list[int]]:
                 if not users or users[-1] != op.index:
                     users.append(op.index)
     return found
+
+
+def _fuse_rope_tables(graph):
+    from ..ops.indexing import SliceCopy
+    from ..ops.rope import ApplyRotaryEmb, RotaryEmbAtPosition
+    from ..ops.symint import SymArithmetic
+    from ..ops.view import ContiguousCopy
+    from .values import SymInt
+
+    writers = {op.out.id: op for op in graph.ops if isinstance(op, (SliceCopy, ContiguousCopy))}
+
+    def table_slice(value_id):
+        """(the slice_copy whose output `value_id` is, through views; the views), or
+        (None, ...) if it is no slice of rows at a start (dim 0, step 1)."""
+        views, op = [], writers.get(value_id)
+        while isinstance(op, ContiguousCopy):
+            views.append(op)
+            op = writers.get(op.src.id)
+        if type(op) is not SliceCopy or op.dim != 0 or graph.values[op.args[4]] not in (None, 1):
+            return None, views
+        if any(graph.values[op.args[i]] is None for i in (2, 3)):
+            return None, views
+        return op, views
+
+    # (cos slice, sin slice) → the RoPE ops reading them, and the views in between.
+    users: dict[tuple, tuple[list, set]] = {}
+    for rope in graph.ops:
+        if type(rope) is not ApplyRotaryEmb:
+            continue
+        (cos, cos_views), (sin, sin_views) = table_slice(rope.cos.id), table_slice(rope.sin.id)
+        if cos is None or sin is None or cos is sin or cos.args[2:4] != sin.args[2:4]:
+            continue
+        ropes, views = users.setdefault((cos, sin), ([], set()))
+        ropes.append(rope)
+        views.update(cos_views + sin_views)
+    readers_of = readers(graph.ops, graph.values)
+    outputs = {tensor.id for tensor in graph.outputs}
+    for (cos, sin), (ropes, views) in users.items():
+        folded = {cos.index, sin.index, *(view.index for view in views)}
+        fused = {rope.index for rope in ropes}
+        made = [cos.out.id, sin.out.id, *(view.out.id for view in views)]
+        if any(value_id in outputs or not set(readers_of.get(value_id, ())) <= folded | fused for value_id in made):
+            continue  # a slice is read by something else too: left as it is
+        start, end = cos.args[2:4]
+        length = SymInt(len(graph.values), 0)
+        graph.values.append(length)
+        graph.ops[cos.index] = SymArithmetic(graph, cos.index, "sub", (end, start, length.id))
+        for index in folded - {cos.index}:
+            _fold(graph, index, ropes[0].index)
+        for rope in ropes:
+            args = (rope.xq.id, rope.xk.id, cos.src.id, sin.src.id, start, length.id, rope.xq_out.id, rope.xk_out.id)
+            graph.ops[rope.index] = RotaryEmbAtPosition(graph, rope.index, "apply_rotary_emb at position (fused)", args)
 
 
 def _is_mul(op) -> bool:

@@ -269,14 +269,19 @@ class GraphRuntime:
                 self._stale.add(index)
                 heapq.heappush(self._stale_heap, index)
 
-    def set_inputs(self, inputs):
+    def set_inputs(self, inputs, fed_on_gpu=()):
+        """Set the inputs' live sizes and host values and write their data. Inputs at the
+        positions in `fed_on_gpu` are written by a command submitted before the graph (a
+        token fed from the last run): their given values are placeholders, not written."""
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
         for position, (tensor, host) in enumerate(zip(self.inputs, inputs)):
             if tensor is None:
                 continue
             shape = tuple(host.shape)
-            if len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes)):
+            if shape != tensor.sizes and (
+                len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes))
+            ):
                 raise GPUError(
                     f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
                 )
@@ -295,7 +300,8 @@ class GraphRuntime:
                 tensor.sizes = shape
                 tensor.host_values = host_values
                 self.value_changed(tensor.id)
-            if len(staged):
+            # Unchanged data is written too: the input's buffer may serve later tensors.
+            if len(staged) and position not in fed_on_gpu:
                 self.device.write_buffer(tensor.buffer, staged)
 
     def propagate_resize(self):
@@ -340,10 +346,10 @@ class GraphRuntime:
                 self._schedule.extend(commands)
         return self._schedule
 
-    def _record_run(self, inputs):
+    def _record_run(self, inputs, fed_on_gpu=()):
         if not self.built:
             raise GPUError("build() the graph before executing it")
-        self.set_inputs(inputs)
+        self.set_inputs(inputs, fed_on_gpu)
         self.propagate_resize()
         return self.record()
 
@@ -381,7 +387,7 @@ class GraphRuntime:
         a placeholder."""
         if self._top_k is None:
             raise GPUError("build_top_k() the graph before submit_top_k")
-        schedule = self._record_run(inputs)
+        schedule = self._record_run(inputs, (0,) if token_from_last_run else ())
         logits = self.outputs[0]
         first = []
         if token_from_last_run:

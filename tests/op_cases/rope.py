@@ -55,3 +55,41 @@ CASES = [
         dynamic_shapes=dynamic,
     ),
 ]
+
+
+class RopeAtPosition(torch.nn.Module):
+    """Llama's RoPE with its tables cut at rows [input_pos, input_pos + S), as the Llama
+    export does: the runtime fuses the slices into the op, which then reads the tables at
+    the position on the GPU. Inputs: xq, xk, input_pos int64 [1]."""
+
+    def __init__(self, head_dim, rows):
+        super().__init__()
+        cos, sin = tables(head_dim, 0, rows)
+        self.register_buffer("freqs_cos", cos)
+        self.register_buffer("freqs_sin", sin)
+
+    def forward(self, xq, xk, input_pos):
+        start = input_pos[0].item()
+        torch._check(start >= 0)
+        torch._check(start < self.freqs_cos.size(0))
+        seq_len = xq.shape[1]
+        torch._check(start + seq_len <= self.freqs_cos.size(0))
+        return Rope()(xq, xk, self.freqs_cos.narrow(0, start, seq_len), self.freqs_sin.narrow(0, start, seq_len))
+
+
+def at_position(seq, start, seed):
+    return (r(1, seq, 6, 16, seed=seed), r(1, seq, 2, 16, seed=seed + 1), torch.tensor([start]))
+
+
+CASES.append(
+    OpCase(
+        "rope-tables-at-position",
+        RopeAtPosition(16, 24),
+        at_position(5, 0, seed=20),
+        # Decode steps (the fused op is not resized), then a longer call and back.
+        more_runs=[at_position(1, 5, seed=22), at_position(1, 6, seed=24), at_position(4, 20, seed=26), at_position(1, 23, seed=28)],
+        dynamic_shapes=({1: Dim("seq", min=1, max=8)}, {1: Dim("seq", min=1, max=8)}, None),
+        expect_ops=("apply_rotary_emb at position (fused)",),
+        expect_no_ops=("aten.slice_copy.Tensor",),
+    )
+)
