@@ -26,22 +26,25 @@ def _host(shape, dtype, data):
 
 async def run_graph(data, runs, kernel_set=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
-    (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile). Returns {"results":
-    per run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
-    fusion), "resized": per run the names of the ops it resized}."""
-    graph = await load(await _get_device(), data)
-    results, resized = [], []
-    for op in graph.ops:
-        op.resize = _noting_resizes(op, resized)
+    (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile, load included: fusion
+    decides by it). Returns {"results": per run [[shape, bytes], ...], "ops": the names
+    of the ops the runtime ran (after fusion), "resized": per run the names of the ops it
+    resized, "kernel_set": the set that ran}."""
+    device = await _get_device()
     registry.FORCE_KERNEL_SET = kernel_set
     try:
+        graph = await load(device, data)
+        results, resized = [], []
+        for op in graph.ops:
+            op.resize = _noting_resizes(op, resized)
         for inputs in runs:
             resized.append([])
             outputs = await graph.execute(*[_host(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+        ran = registry.kernel_set_for(device)
     finally:
         registry.FORCE_KERNEL_SET = None
-    return {"results": results, "ops": sorted({op.name for op in graph.ops}), "resized": resized}
+    return {"results": results, "ops": sorted({op.name for op in graph.ops}), "resized": resized, "kernel_set": ran}
 
 
 def _noting_resizes(op, resized):

@@ -12,19 +12,22 @@ import torch
 
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
-# What the runtime's fusion pass makes of each block (runtime/fusion.py): the attention
-# norm and q, k and v as one linear; the MLP norm and gate and up as one, which the down
-# projection reads as silu(gate) * up, adding the residual; the attention output
-# projection adding the residual; the final norm and the LM head; RoPE reading its
-# tables at the position.
-FUSED_OPS = (
+# What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
+# the attention norm and q, k and v as one linear; the MLP norm and gate and up as one,
+# which the down projection reads as silu(gate) * up, adding the residual; the attention
+# output projection adding the residual; the final norm and the LM head; RoPE reading its
+# tables at the position, inside attention where the kernels for GPUs run.
+_LINEARS = (
     "rms_norm + linear_q4gsw x3 (fused)",
     "rms_norm + linear_q4gsw gate|up (fused)",
     "rms_norm + linear_q4gsw (fused)",
     "silu_mul + linear_q4gsw + add (fused)",
     "linear_q4gsw + add (fused)",
-    "apply_rotary_emb at position (fused)",
 )
+FUSED_OPS = {
+    "cpu": (*_LINEARS, "apply_rotary_emb at position (fused)"),
+    "gpu": (*_LINEARS, "rope + sdpa_with_kv_cache (fused)"),
+}
 
 
 @dataclass
@@ -60,10 +63,10 @@ def tiny_llama_trace(tmp_dir: str) -> LlamaTrace:
 
 
 def check_decode_resizes(resized):
-    """With the kernels for GPUs, attention and RoPE read the position on the GPU: after
-    the first decode step (whose length differs from the prefill's) a decode step resizes
-    only the ops that read the position on the host (select_as_symint, the SymInt
-    arithmetic), never an attention or RoPE op, and no slice of the RoPE tables is left."""
+    """With the kernels for GPUs, attention with its RoPE reads the position on the GPU:
+    after the first decode step (whose length differs from the prefill's) a decode step
+    resizes only the ops that read the position on the host (select_as_symint, the SymInt
+    arithmetic), never an attention op, and no slice of the RoPE tables is left."""
     for step, names in enumerate(resized[2:], start=2):
         assert names, f"run {step}: nothing was resized, though the position changed"
         assert all(name in ("et_vk.select_as_symint.default", "add", "sub") for name in names), f"run {step} resized {names}"

@@ -17,7 +17,13 @@
 // needs no rescaling: scores, their max, exp(score - max) and its sum, then the
 // weighted sum of values. With one split that is the output; with several, (max, sum,
 // weighted values) go to `partials` for the combine pass.
+//
+// With ROPE, q and k arrive before their rotary embedding, which is applied here as they
+// are read (interleaved pairs, Meta / llama2.c layout): query row s and new key
+// input_pos + s at row rope_first + s of `rope_table` (cos, sin pairs [rows, HEAD_DIM / 2]),
+// and the rotated keys go to the cache. HEAD_DIM is then a multiple of 4 (attention.py).
 override UPDATE_CACHE: bool = true;
+override ROPE: bool = false;
 override HEAD_DIM: u32 = 64u;  // at most 256
 
 struct Params {
@@ -35,6 +41,12 @@ struct Position {
   input_pos: u32,
 }
 
+// The RoPE table row of query row 0 (the rotary op's own position SymInt): read like the
+// position, so that a decode step changes nothing here.
+struct FirstRow {
+  row: u32,
+}
+
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 // Per (row, head, split): max score, sum of exp(score - max), then HEAD_DIM weighted sums.
 @group(0) @binding(1) var<storage, read_write> partials: array<f32>;
@@ -45,6 +57,9 @@ struct Position {
 @group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
+// Without ROPE any buffers stand in for these: they are never read.
+@group(0) @binding(9) var<storage, read> rope_table: array<vec2<f32>>;
+@group(0) @binding(10) var<uniform> rope_first: FirstRow;
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_CHUNK: u32 = 1024u;
@@ -89,9 +104,28 @@ fn new_key4(i: u32) -> vec4<f32> {
   return vec4<f32>(k[i], k[i + 1u], k[i + 2u], k[i + 3u]);
 }
 
+// Dims [4g, 4g + 4) of a q or k row (two rotated pairs) at table row `t`; unchanged
+// without ROPE.
+fn rotated(x: vec4<f32>, t: u32, g: u32) -> vec4<f32> {
+  if (!ROPE) {
+    return x;
+  }
+  let first = t * (HEAD_DIM / 2u) + 2u * g;
+  let a = rope_table[first];
+  let b = rope_table[first + 1u];
+  return vec4<f32>(x.x * a.x - x.y * a.y, x.x * a.y + x.y * a.x, x.z * b.x - x.w * b.y, x.z * b.y + x.w * b.x);
+}
+
+// The table row of new key `key` (one of this call's): its offset from input_pos, from
+// rope_first.
+fn new_key_row(key: u32) -> u32 {
+  return rope_first.row + key - position.input_pos;
+}
+
 fn score(key: u32, kv_head: u32) -> f32 {
   let from_cache = key < cached_len();
   let base = row_offset(key, kv_head);
+  let t = new_key_row(key);  // read only for new keys with ROPE
   var sum = vec4<f32>();
   var g = 0u;  // groups of 4 dims
   for (; g + 4u <= HEAD_DIM / 4u; g += 4u) {
@@ -106,10 +140,10 @@ fn score(key: u32, kv_head: u32) -> f32 {
       c = cached_key4(d + 8u);
       e = cached_key4(d + 12u);
     } else {
-      a = new_key4(d);
-      b = new_key4(d + 4u);
-      c = new_key4(d + 8u);
-      e = new_key4(d + 12u);
+      a = rotated(new_key4(d), t, g);
+      b = rotated(new_key4(d + 4u), t, g + 1u);
+      c = rotated(new_key4(d + 8u), t, g + 2u);
+      e = rotated(new_key4(d + 12u), t, g + 3u);
     }
     sum += a * scaled_q[g] + b * scaled_q[g + 1u] + c * scaled_q[g + 2u] + e * scaled_q[g + 3u];
   }
@@ -117,7 +151,7 @@ fn score(key: u32, kv_head: u32) -> f32 {
     if (from_cache) {
       sum += cached_key4(base + 4u * g) * scaled_q[g];
     } else {
-      sum += new_key4(base + 4u * g) * scaled_q[g];
+      sum += rotated(new_key4(base + 4u * g), t, g) * scaled_q[g];
     }
   }
   for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
@@ -206,16 +240,27 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     var q4 = vec4<f32>();
     for (var j = 0u; j < 4u; j++) {
       if (4u * thread + j < HEAD_DIM) {
-        q4[j] = q[q_base + 4u * thread + j] * p.scale;
+        q4[j] = q[q_base + 4u * thread + j];
       }
     }
-    scaled_q[thread] = q4;
+    scaled_q[thread] = rotated(q4, rope_first.row + row, thread) * p.scale;
   }
   if (UPDATE_CACHE && split == 0u && head % group_size == 0u) {
     let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
     let dst = ((position.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
+    if (ROPE) {
+      for (var g = thread; g < HEAD_DIM / 4u; g += WORKGROUP_SIZE) {
+        let rotated_k = rotated(new_key4(src + 4u * g), rope_first.row + row, g);
+        for (var j = 0u; j < 4u; j++) {
+          k_cache[dst + 4u * g + j] = rotated_k[j];
+        }
+      }
+    } else {
+      for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
+        k_cache[dst + d] = k[src + d];
+      }
+    }
     for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
-      k_cache[dst + d] = k[src + d];
       v_cache[dst + d] = v[src + d];
     }
   }

@@ -24,6 +24,7 @@ there), after buffer copies have put this call's keys and values into the caches
 
 from __future__ import annotations
 
+import array
 import math
 import struct
 from weakref import WeakKeyDictionary
@@ -84,11 +85,38 @@ def _shared_scratch(graph):
     return _scratch_buffers[graph]
 
 
+# Per graph: the RoPE tables packed as (cos, sin) pairs for the kernel (made once, shared
+# by every layer's attention), and the small buffer standing in for them where the
+# kernel applies no RoPE (its binding must be filled all the same).
+_rope_tables: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _rope_table(graph, cos, sin):
+    """The buffer of constants `cos` and `sin` ([rows, D/2] each) interleaved as pairs;
+    with cos None, the stand-in."""
+    tables = _rope_tables.setdefault(graph, {})
+    key = None if cos is None else (cos.id, sin.id)
+    if key not in tables:
+        if cos is None:
+            tables[key] = graph.device.create_buffer(16, STORAGE_USAGE, label="sdpa.no_rope_table")
+        else:
+            halves = []
+            for table in (cos, sin):
+                values = array.array("f")
+                values.frombytes(graph.constant_bytes(table))
+                halves.append(values)
+            pairs = array.array("f", bytes(8 * len(halves[0])))
+            pairs[0::2], pairs[1::2] = halves
+            tables[key] = graph.device.create_buffer_with_data(pairs, label="sdpa.rope_table")
+    return tables[key]
+
+
 class CausalAttention(OpHandler):
     """The attention shared by sdpa_with_kv_cache and custom_sdpa: q, caches, input_pos
     and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
 
     update_cache = False
+    cpu_kernels = True  # may run sdpa_cpu.wgsl on CPU adapters
 
     def setup_attention(self, q, k_cache, v_cache, input_pos, attn_mask, dropout_p, is_causal, scale, out):
         self.q, self.k_cache, self.v_cache, self.out = (self.tensor(i) for i in (q, k_cache, v_cache, out))
@@ -139,21 +167,39 @@ class CausalAttention(OpHandler):
         if new.dtype != "float32" or len(sizes) != 4 or sizes[0] != 1 or sizes[2:] != (self.kv_heads, self.head_dim):
             self.fail(f"{label} is {new.dtype}{list(sizes)}; expected float32[1, S, {self.kv_heads}, {self.head_dim}]")
 
+    def rope_bindings(self, position) -> tuple:
+        """(ROPE, the table's buffer, the first row's uniform) for sdpa.wgsl: no RoPE here."""
+        return False, _rope_table(self.graph, None, None), position
+
     async def build_attention(self, k, v):
         device = self.graph.device
         partials = _shared_scratch(self.graph)
         position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
+        rope, rope_table, rope_first = self.rope_bindings(position)
         self.params = self.params_buffer(32)
         constants = {"HEAD_DIM": self.head_dim}
-        self.pipeline = await self.make_pipeline("sdpa", {**constants, "UPDATE_CACHE": int(self.update_cache)})
+        self.pipeline = await self.make_pipeline("sdpa", {**constants, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope)})
         self.group = device.bind_group(
             self.pipeline,
-            [self.out.buffer, partials, self.q.buffer, k.buffer, v.buffer, self.k_cache.buffer, self.v_cache.buffer, self.params, position],
+            [
+                self.out.buffer,
+                partials,
+                self.q.buffer,
+                k.buffer,
+                v.buffer,
+                self.k_cache.buffer,
+                self.v_cache.buffer,
+                self.params,
+                position,
+                rope_table,
+                rope_first,
+            ],
         )
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params, position])
         self.cpu_pipeline = None
-        if "subgroups" in device.features and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM:
+        usable = self.cpu_kernels and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
+        if usable and "subgroups" in device.features:
             self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
             self.cpu_group = device.bind_group(
                 self.cpu_pipeline,
@@ -223,6 +269,38 @@ class SdpaWithKvCache(CausalAttention):
         if self.k.sizes[1] != self.q.sizes[1] or self.v.sizes[1] != self.q.sizes[1]:
             self.fail(f"q, k and v differ in length: {self.q.sizes[1]}, {self.k.sizes[1]}, {self.v.sizes[1]}")
         self.resize_attention()
+
+
+class RopeSdpaWithKvCache(SdpaWithKvCache):
+    """sdpa_with_kv_cache applying the rotary embedding of the RotaryEmbAtPosition op
+    before it (ops/rope.py) to q and k itself, as it reads them, and storing the rotated
+    keys: one dispatch fewer per layer and token. Made by fusion (runtime/fusion.py) where
+    the kernels for GPUs run, for head dims that are multiples of 4; reads q and k as the
+    RoPE op did, and the RoPE tables (constants) packed into pairs."""
+
+    cpu_kernels = False  # sdpa_cpu.wgsl takes its keys from the caches, rotated before
+
+    def __init__(self, graph, index, name, rope, sdpa):
+        args = (rope.xq.id, rope.xk.id, *sdpa.args[2:])
+        super().__init__(graph, index, name, args)
+        if self.head_dim % 4:
+            self.fail(f"head dim {self.head_dim}: RoPE inside attention needs a multiple of 4")
+        self.rope = rope
+        # Every value it reads, for the runtime's tracking.
+        self.args = (*args, rope.cos.id, rope.sin.id, rope.start_id, rope.length_id)
+
+    def rope_bindings(self, position):
+        return True, _rope_table(self.graph, self.rope.cos, self.rope.sin), self.graph.int_on_gpu(self.rope.start_id)
+
+    def resize(self):
+        super().resize()
+        self.rope.check_tables(self.q.sizes[1], self.head_dim // 2)
+        ranges = dict(self.gpu_int_ranges)
+        for value_id, (low, high) in self.rope.gpu_int_ranges.items():
+            if value_id in ranges:  # one SymInt read as both positions: what both serve
+                low, high = max(low, ranges[value_id][0]), min(high, ranges[value_id][1])
+            ranges[value_id] = (low, high)
+        self.gpu_int_ranges = ranges
 
 
 @register("llama.custom_sdpa.default")

@@ -36,6 +36,12 @@ class OpError(GPUError):
     """An op call the runtime cannot run (unknown op, unsupported arguments or shapes)."""
 
 
+def kernel_set_for(device) -> str:
+    """"cpu" or "gpu": the kind of kernels to run on `device` (see FORCE_KERNEL_SET). Fusion
+    decides by it at load, so a forced set must be forced before loading."""
+    return FORCE_KERNEL_SET or ("cpu" if device.adapter.is_fallback else "gpu")
+
+
 def register(*names):
     def decorate(cls):
         for name in names:
@@ -128,7 +134,7 @@ class OpHandler:
     @property
     def kernel_set(self) -> str:
         """"cpu" or "gpu": the kind of kernels to run (see FORCE_KERNEL_SET)."""
-        return FORCE_KERNEL_SET or ("cpu" if self.graph.device.adapter.is_fallback else "gpu")
+        return kernel_set_for(self.graph.device)
 
     async def make_pipeline(self, kernel: str, constants: dict | None = None, entry_point: str = "main"):
         return await self.graph.device.compute_pipeline(
@@ -184,6 +190,7 @@ __all__ = [
     "OpHandler",
     "contiguous_strides",
     "handler_for",
+    "kernel_set_for",
     "linear_grid",
     "pack_u32",
     "padded_dims",

@@ -31,6 +31,12 @@ place of the last op of its pattern, where all its inputs exist.
   decode step resizes none of them; the cos slice becomes the host's SymInt end - start
   (which the op checks against its sequence length), the sin slice and the clones go:
   two dispatches and two parameter writes fewer per token.
+- RoPE · attention: where the kernels for GPUs run, a RoPE op at the position whose
+  outputs only an sdpa_with_kv_cache reads as q and k, with constant tables and a head
+  dim that is a multiple of 4, becomes part of that op (`RopeSdpaWithKvCache`,
+  ops/attention.py), which rotates q and k as it reads them: one dispatch fewer per
+  layer. (The kernels for CPU adapters copy the keys into the cache before attending, so
+  they need them rotated first.)
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .values import Tensor, ValueList
 def fuse(graph) -> None:
     """Apply every rewrite to `graph.ops` (a GraphRuntime before build)."""
     _fuse_rope_tables(graph)
+    _fuse_rope_attention(graph)
     _fuse_silu_mul(graph)
     _fuse_linear_residual(graph)
     _fuse_mlp(graph)
@@ -115,6 +122,35 @@ def _fuse_rope_tables(graph):
         for rope in ropes:
             args = (rope.xq.id, rope.xk.id, cos.src.id, sin.src.id, start, length.id, rope.xq_out.id, rope.xk_out.id)
             graph.ops[rope.index] = RotaryEmbAtPosition(graph, rope.index, "apply_rotary_emb at position (fused)", args)
+
+
+def constant_aliases(ops) -> dict[int, int]:
+    """tensor id → the constant whose buffer it shares (prepack's outputs)."""
+    aliases = {}
+    for op in ops:
+        aliases.update(op.aliases())
+    return aliases
+
+
+def _fuse_rope_attention(graph):
+    from ..ops.attention import RopeSdpaWithKvCache, SdpaWithKvCache
+    from ..ops.rope import RotaryEmbAtPosition
+
+    only_reader = _only_reader(graph)
+    aliases = constant_aliases(graph.ops)
+    for rope in list(graph.ops):
+        if type(rope) is not RotaryEmbAtPosition or rope.kernel_set != "gpu":
+            continue
+        index = only_reader(rope.xq_out.id, rope.index)
+        sdpa = graph.ops[index] if index is not None else None
+        if type(sdpa) is not SdpaWithKvCache or only_reader(rope.xk_out.id, rope.index) != index:
+            continue
+        if sdpa.q is not rope.xq_out or sdpa.k is not rope.xk_out or sdpa.head_dim % 4:
+            continue
+        if any(graph.values[aliases.get(t.id, t.id)].constant is None for t in (rope.cos, rope.sin)):
+            continue
+        graph.ops[index] = RopeSdpaWithKvCache(graph, index, "rope + sdpa_with_kv_cache (fused)", rope, sdpa)
+        _fold(graph, rope.index, index)
 
 
 def _is_mul(op) -> bool:

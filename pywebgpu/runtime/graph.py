@@ -27,7 +27,7 @@ from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError
 # would be circular.
 from ..ops import load_all_ops, registry
 from ..ops.topk import TopK
-from .fusion import fuse, readers
+from .fusion import constant_aliases, fuse, readers
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
@@ -109,9 +109,7 @@ class GraphRuntime:
 
     # --- build -------------------------------------------------------------------------
     async def build(self):
-        aliases = {}
-        for op in self.ops:
-            aliases.update(op.aliases())
+        self._aliases = aliases = constant_aliases(self.ops)
         # Constants no op reads (those of linears fusion concatenated) stay on the host.
         for tensor in self.values:
             if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases and tensor.id in self._consumers:
@@ -219,6 +217,14 @@ class GraphRuntime:
             tail = bytes(self._read_bytes(ref.offset + aligned, ref.size - aligned)).ljust(4, b"\0")
             self.device.write_buffer(buffer, tail, buffer_offset=aligned)
         return buffer
+
+    def constant_bytes(self, tensor: Tensor) -> bytes:
+        """The data of a constant tensor, or of one sharing a constant's buffer (prepack)."""
+        source = self.values[self._aliases.get(tensor.id, tensor.id)]
+        if source.constant is None:
+            raise registry.OpError(f"{tensor.label} is not a constant")
+        self._check_constant(source)
+        return bytes(self._read_bytes(source.constant.offset, source.constant.size))
 
     def _read_bytes(self, offset, size):
         if hasattr(self._data, "to_py"):  # a JS ArrayBuffer in the browser

@@ -5,10 +5,13 @@ is stateful: a prefill at position 0, single-token decode steps, and chunks at l
 positions run in order on one loaded graph. Grouped-query head counts, odd head dims,
 rows whose keys the kernel splits over several workgroups."""
 
+import dataclasses
+
 import torch
 from torch.export import Dim
 
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
+from op_cases.rope import Rope, tables
 from op_harness import OpCase, in_both_kernel_sets
 
 
@@ -27,6 +30,9 @@ class KVCacheAttention(torch.nn.Module):
         start = input_pos[0].item()
         torch._check(start >= 0)
         torch._check(start < self.k_cache.size(1))
+        return self.attend(q, k, v, start)
+
+    def attend(self, q, k, v, start):
         if q.dtype == torch.float64:  # the float64 reference (the llama ops are float32-only)
             return self.reference(q, k, v, start)
         torch.ops.llama.update_cache(k, self.k_cache, start)
@@ -64,6 +70,26 @@ class CacheUpdate(torch.nn.Module):
         else:
             torch.ops.llama.update_cache(value, self.cache, start)
         return self.cache * 1.0
+
+
+class RopeKVCacheAttention(KVCacheAttention):
+    """Llama's attention core: RoPE on q and k with the rows [input_pos, input_pos + S) of
+    its tables, then KVCacheAttention. Where the kernels for GPUs run, the runtime rotates
+    q and k inside attention (and stores the rotated keys)."""
+
+    def __init__(self, context, kv_heads, head_dim):
+        super().__init__(context, kv_heads, head_dim)
+        cos, sin = tables(head_dim, 0, context)
+        self.register_buffer("freqs_cos", cos)
+        self.register_buffer("freqs_sin", sin)
+
+    def forward(self, q, k, v, input_pos):
+        start = input_pos[0].item()
+        torch._check(start >= 0)
+        seq = q.shape[1]
+        torch._check(start + seq <= self.k_cache.size(1))
+        q, k = Rope()(q, k, self.freqs_cos.narrow(0, start, seq), self.freqs_sin.narrow(0, start, seq))
+        return self.attend(q, k, v, start)
 
 
 def r(*shape, seed=0):
@@ -105,6 +131,17 @@ def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=N
     ))
 
 
+def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
+    """attention_case's runs through RopeKVCacheAttention, each kernel set expecting its
+    fusion of the RoPE op (runtime/fusion.py)."""
+    cpu, gpu = attention_case(case_id, steps, context, q_heads, kv_heads, head_dim)
+    module = RopeKVCacheAttention(context, kv_heads, head_dim)
+    return [
+        dataclasses.replace(cpu, module=module, expect_ops=("apply_rotary_emb at position (fused)",)),
+        dataclasses.replace(gpu, module=module, expect_ops=("rope + sdpa_with_kv_cache (fused)",)),
+    ]
+
+
 CASES = [
     # Prefill, decode steps, then a multi-token chunk at a later position.
     *attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
@@ -132,6 +169,10 @@ CASES = [
     *attention_case(
         "custom-sdpa-unfused", consecutive(6, 1, 2), 12, q_heads=6, kv_heads=3, head_dim=16, unfused_patterns=("causal_sdpa",)
     ),
+    # RoPE inside attention (GPU kernels) or before it (CPU kernels): prefill, decode steps
+    # and a chunk; then rows split over workgroups (head dim 64).
+    *rope_attention_case("rope-sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
+    *rope_attention_case("rope-sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
     OpCase(
         "update-cache-alone",
         CacheUpdate(10, 2, 6),
