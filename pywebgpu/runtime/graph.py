@@ -17,6 +17,7 @@ serves (`OpHandler.gpu_int_ranges`) and are resized only when it leaves them.
 from __future__ import annotations
 
 import array
+import bisect
 import heapq
 import struct
 from dataclasses import dataclass
@@ -144,8 +145,8 @@ class GraphRuntime:
         """Buffers for the non-constant tensors not in `aliased` (outputs that share a
         constant's buffer): (size, tensor ids) each. A tensor and the views of it form one
         group, live from its first use to its last (graph inputs from before the first
-        op, outputs to after the last); groups whose lives do not overlap share a buffer,
-        the smallest that fits first. (The exporter's mem_obj_ids plan each view as a
+        op, outputs to after the last); groups whose lives do not overlap share a buffer
+        (see below). (The exporter's mem_obj_ids plan each view as a
         tensor of its own; planning here lets views cost nothing.)"""
         end = len(self.ops)
         span: dict[int, list[int]] = {}  # group (source tensor id) → [first use, last use]
@@ -172,21 +173,25 @@ class GraphRuntime:
                 group = views.get(value.id, value.id)
                 if group in span:  # else nothing reads or writes it (e.g. folded by fusion)
                     members.setdefault(group, []).append(value.id)
-        slots: list[list] = []  # [size, free after op index, tensor ids]
-        for group in sorted(members, key=lambda g: span[g]):
+        # Largest groups first, each into the first slot free over its whole life, else a
+        # new slot of its size: a slot's size is that of its first group and never grows,
+        # so tensors of one size that never overlap (each layer's MLP activations) share
+        # one slot. (Placing by first use instead let small tensors take a large slot's
+        # free span, and grew another slot to the large size.)
+        slots: list[tuple[int, list, list]] = []  # (size, sorted [first, last] spans, ids)
+        for group in sorted(members, key=lambda g: (-max(self.values[t].max_nbytes for t in members[g]), span[g])):
             first, last = span[group]
             size = max(4, *(self.values[t].max_nbytes for t in members[group]))
-            free = [slot for slot in slots if slot[1] < first]
-            fitting = [slot for slot in free if slot[0] >= size]
-            if fitting:
-                slot = min(fitting, key=lambda s: s[0])
-            elif free:
-                slot = max(free, key=lambda s: s[0])
-                slot[0] = size
+            for slot in slots:
+                spans = slot[1]
+                at = bisect.bisect_left(spans, [first, last])
+                if (at == 0 or spans[at - 1][1] < first) and (at == len(spans) or last < spans[at][0]):
+                    break
             else:
-                slot = [size, 0, []]
+                slot = (size, [], [])
                 slots.append(slot)
-            slot[1] = last
+                at = 0
+            slot[1].insert(at, [first, last])
             slot[2].extend(members[group])
         return [(size, ids) for size, _, ids in slots]
 
