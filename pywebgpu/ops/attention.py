@@ -167,43 +167,36 @@ class CausalAttention(OpHandler):
         if new.dtype != "float32" or len(sizes) != 4 or sizes[0] != 1 or sizes[2:] != (self.kv_heads, self.head_dim):
             self.fail(f"{label} is {new.dtype}{list(sizes)}; expected float32[1, S, {self.kv_heads}, {self.head_dim}]")
 
-    def rope_bindings(self, position) -> tuple:
-        """(ROPE, the table's buffer, the first row's uniform) for sdpa.wgsl: no RoPE here."""
-        return False, _rope_table(self.graph, None, None), position
+    def rope_bindings(self) -> tuple:
+        """(the RoPE table's buffer, its first row's uniform) for sdpa.wgsl with ROPE."""
+        raise NotImplementedError
 
-    async def build_attention(self, k, v):
+    async def sdpa_pipeline(self, q, k, v, rope: bool = False):
+        """sdpa.wgsl's pipeline and bind group over these q, k and v (with `rope`, before
+        their rotary embedding, which the kernel applies)."""
+        table, first_row = self.rope_bindings() if rope else (_rope_table(self.graph, None, None), self.position)
+        constants = {"HEAD_DIM": self.head_dim, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope)}
+        pipeline = await self.make_pipeline("sdpa", constants)
+        buffers = [self.out, self.partials, q, k, v, self.k_cache, self.v_cache, self.params, self.position, table, first_row]
+        group = self.graph.device.bind_group(pipeline, [getattr(b, "buffer", b) for b in buffers])
+        return pipeline, group
+
+    async def build_attention(self, q, k, v):
         device = self.graph.device
-        partials = _shared_scratch(self.graph)
-        position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
-        rope, rope_table, rope_first = self.rope_bindings(position)
+        self.partials = _shared_scratch(self.graph)
+        self.position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
         self.params = self.params_buffer(32)
+        self.pipeline, self.group = await self.sdpa_pipeline(q, k, v)
         constants = {"HEAD_DIM": self.head_dim}
-        self.pipeline = await self.make_pipeline("sdpa", {**constants, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope)})
-        self.group = device.bind_group(
-            self.pipeline,
-            [
-                self.out.buffer,
-                partials,
-                self.q.buffer,
-                k.buffer,
-                v.buffer,
-                self.k_cache.buffer,
-                self.v_cache.buffer,
-                self.params,
-                position,
-                rope_table,
-                rope_first,
-            ],
-        )
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
-        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, partials, self.params, position])
+        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
         self.cpu_pipeline = None
         usable = self.cpu_kernels and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
         if usable and "subgroups" in device.features:
             self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
             self.cpu_group = device.bind_group(
                 self.cpu_pipeline,
-                {0: self.out.buffer, 2: self.q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: position},
+                {0: self.out.buffer, 2: q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position},
             )
 
     def resize_attention(self):
@@ -241,7 +234,10 @@ class CausalAttention(OpHandler):
             threads = self.rows * self.q_heads * CPU_THREADS_PER_ROW
             recorder.dispatch(self.cpu_pipeline, self.cpu_group, *linear_grid(threads, CPU_WORKGROUP_SIZE))
             return
-        recorder.dispatch(self.pipeline, self.group, self.q_heads, self.rows, self.splits)
+        self.dispatch_sdpa(recorder, self.pipeline, self.group)
+
+    def dispatch_sdpa(self, recorder, pipeline, group):
+        recorder.dispatch(pipeline, group, self.q_heads, self.rows, self.splits)
         if self.splits > 1:
             recorder.dispatch(self.combine_pipeline, self.combine_group, self.q_heads, self.rows)
 
@@ -263,7 +259,7 @@ class SdpaWithKvCache(CausalAttention):
         self.check_new_rows(self.v, "v")
 
     async def build(self):
-        await self.build_attention(self.k, self.v)
+        await self.build_attention(self.q, self.k, self.v)
 
     def resize(self):
         if self.k.sizes[1] != self.q.sizes[1] or self.v.sizes[1] != self.q.sizes[1]:
@@ -272,11 +268,14 @@ class SdpaWithKvCache(CausalAttention):
 
 
 class RopeSdpaWithKvCache(SdpaWithKvCache):
-    """sdpa_with_kv_cache applying the rotary embedding of the RotaryEmbAtPosition op
-    before it (ops/rope.py) to q and k itself, as it reads them, and storing the rotated
-    keys: one dispatch fewer per layer and token. Made by fusion (runtime/fusion.py) where
-    the kernels for GPUs run, for head dims that are multiples of 4; reads q and k as the
-    RoPE op did, and the RoPE tables (constants) packed into pairs."""
+    """sdpa_with_kv_cache with the RotaryEmbAtPosition op before it (ops/rope.py), made by
+    fusion (runtime/fusion.py) where the kernels for GPUs run, for head dims that are
+    multiples of 4. A decode step (one row) is one dispatch that rotates q and the new
+    key as it reads them and stores the rotated key: one dispatch fewer per layer and
+    token. Longer calls run the RoPE op's own dispatch, then attention over its outputs:
+    there every new key is read by every row, and rotating each read would cost more than
+    the dispatch. Reads q and k as the RoPE op did, and the RoPE tables (constants) packed
+    into pairs."""
 
     cpu_kernels = False  # sdpa_cpu.wgsl takes its keys from the caches, rotated before
 
@@ -286,21 +285,36 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
         if self.head_dim % 4:
             self.fail(f"head dim {self.head_dim}: RoPE inside attention needs a multiple of 4")
         self.rope = rope
-        # Every value it reads, for the runtime's tracking.
-        self.args = (*args, rope.cos.id, rope.sin.id, rope.start_id, rope.length_id)
+        # Every value it reads or writes, for the runtime's tracking and memory plan.
+        self.args = (*args, *rope.args[2:])
 
-    def rope_bindings(self, position):
-        return True, _rope_table(self.graph, self.rope.cos, self.rope.sin), self.graph.int_on_gpu(self.rope.start_id)
+    def rope_bindings(self):
+        return _rope_table(self.graph, self.rope.cos, self.rope.sin), self.graph.int_on_gpu(self.rope.start_id)
+
+    async def build(self):
+        await self.rope.build()
+        await self.build_attention(self.rope.xq_out, self.rope.xk_out, self.v)
+        self.rotating_pipeline, self.rotating_group = await self.sdpa_pipeline(self.q, self.k, self.v, rope=True)
 
     def resize(self):
         super().resize()
-        self.rope.check_tables(self.q.sizes[1], self.head_dim // 2)
+        if self.rows > 1:
+            self.rope.resize()  # its checks, its outputs' sizes and parameters
+        else:
+            self.rope.check_tables(self.rows, self.head_dim // 2)
         ranges = dict(self.gpu_int_ranges)
         for value_id, (low, high) in self.rope.gpu_int_ranges.items():
             if value_id in ranges:  # one SymInt read as both positions: what both serve
                 low, high = max(low, ranges[value_id][0]), min(high, ranges[value_id][1])
             ranges[value_id] = (low, high)
         self.gpu_int_ranges = ranges
+
+    def record(self, recorder):
+        if self.rows == 1:
+            self.dispatch_sdpa(recorder, self.rotating_pipeline, self.rotating_group)
+        elif self.rows:
+            self.rope.record(recorder)
+            self.dispatch_sdpa(recorder, self.pipeline, self.group)
 
 
 @register("llama.custom_sdpa.default")
@@ -317,7 +331,7 @@ class CustomSdpa(CausalAttention):
     async def build(self):
         # The kernel's k/v bindings are read only when keys lie past the cached ones,
         # which never happens here; q stands in for them (a read-only alias is valid).
-        await self.build_attention(self.q, self.q)
+        await self.build_attention(self.q, self.q, self.q)
 
     def resize(self):
         self.resize_attention()
