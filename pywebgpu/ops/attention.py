@@ -20,6 +20,9 @@ here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
 and head walks all the row's keys with no barriers (which cost more than the arithmetic
 there), after buffer copies have put this call's keys and values into the caches.
+
+On GPUs, a decode step's attention also applies the rotary embedding to q and the new
+key, which it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ The kernel reads the cos/sin rows from a first row held in a uniform buffer: 0 f
 op as exported, whose tables are the rows of this call; the position for
 `RotaryEmbAtPosition`, which the runtime's fusion makes of the op and the slices that cut
 those rows out of the whole tables at the position. That one reads the rows at the
-position on the GPU (the SymInt's buffer), so a decode step resizes it not."""
+position on the GPU (the SymInt's buffer), so that decode steps do not resize it. Where
+the kernels for GPUs run, fusion goes on to put it inside the attention that reads its
+outputs (ops/attention.py, RopeSdpaWithKvCache)."""
 
 from __future__ import annotations
 
