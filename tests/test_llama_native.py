@@ -19,3 +19,35 @@ def test_tiny_llama_prefill_and_decode(tmp_path_factory, kernel_set):
     check_trace(trace, answer["results"])
     if kernel_set == "gpu":
         check_decode_resizes(answer["resized"])
+
+
+def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):
+    """With the kernels for GPUs, a greedy decode step's only queue write is the position's
+    one buffer: the position input is read on the host alone (select_as_symint), its two
+    SymInts (input_pos[0] and input_pos[-1]) share a buffer, and the token comes from the
+    last step's top-1 on the GPU."""
+    from pywebgpu.gpu import request_device
+    from pywebgpu.ops import registry
+    from pywebgpu.runtime import HostTensor, load
+
+    trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
+
+    async def main():
+        graph = await load(await request_device(), trace.pte)
+        await graph.execute_top_k(HostTensor((1, 5), [1, 2, 3, 4, 5], "int64"), HostTensor((1,), [0], "int64"))
+        # The first step of one row resizes every op whose sizes the prefill's 5 rows set.
+        await graph.submit_top_k(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [5], "int64"), token_from_last_run=True)
+        written = []
+        write = graph.device.write_buffer
+        graph.device.write_buffer = lambda buffer, data, *args, **kwargs: (written.append((buffer.label, bytes(data))), write(buffer, data, *args, **kwargs))
+        for position in (6, 7, 8):
+            written.clear()
+            await graph.submit_top_k(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"), token_from_last_run=True)
+            assert [data for _, data in written] == [position.to_bytes(4, "little") + bytes(12)], written
+            assert written[0][0].startswith("symint")
+
+    registry.FORCE_KERNEL_SET = "gpu"
+    try:
+        asyncio.run(main())
+    finally:
+        registry.FORCE_KERNEL_SET = None

@@ -5,6 +5,7 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `aliases()` may declare outputs that share an input's buffer (no copy, no kernel);
 - `view_of()` names an (output, input) pair holding the same bytes: the graph lets the
   output share the input's buffer where no other tensor reuses that memory meanwhile;
+  `value_key()` says which SymInts always hold the same value (see there);
 - `build()` creates pipelines, parameter buffers and bind groups, once;
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
@@ -59,6 +60,10 @@ def handler_for(name: str, index: int):
 
 
 class OpHandler:
+    # True for ops that read their tensor arguments' live sizes and host values only,
+    # never their buffers: a graph input read by such ops alone is not written to the GPU.
+    host_only = False
+
     def __init__(self, graph, index: int, name: str, args: tuple):
         self.graph = graph
         self.index = index
@@ -153,6 +158,11 @@ class OpHandler:
         return {}
 
     def view_of(self) -> tuple[int, int] | None:
+        return None
+
+    def value_key(self):
+        """For an op that makes a SymInt: a key that every SymInt always holding the same
+        value shares (they then share the buffer that holds it on the GPU), or None."""
         return None
 
     async def build(self):

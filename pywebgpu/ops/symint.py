@@ -15,6 +15,8 @@ _ARITHMETIC = {
 
 @register("sym_size.int")
 class SymSize(OpHandler):
+    host_only = True
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         self.src, self.out = self.tensor(0), self.symint_out(2)
@@ -40,11 +42,20 @@ class SymArithmetic(OpHandler):
 
 @register("et_vk.select_as_symint.default")
 class SelectAsSymInt(OpHandler):
+    host_only = True  # reads the input's host values
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         self.src, self.out = self.tensor(0), self.symint_out(3)
         if self.src not in graph.inputs:
             self.fail(f"{self.src.label} is computed on the GPU; select_as_symint needs a graph input")
+
+    def value_key(self):
+        # Of a one-element input, every index that resize accepts (0, -1: Llama's position
+        # is read as both) selects that element.
+        if self.src.max_sizes == (1,):
+            return ("the element of", self.src.id)
+        return None
 
     def resize(self):
         sizes = self.src.sizes

@@ -61,6 +61,15 @@ class GraphRuntime:
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         fuse(self)
         self._consumers = readers(self.ops, self.values)
+        # Inputs some op reads on the GPU: the others (the position, which only
+        # select_as_symint reads, on the host) are never written there.
+        self._inputs_on_gpu = {
+            t.id for t in self.inputs if t is not None and any(not self.ops[i].host_only for i in self._consumers.get(t.id, ()))
+        }
+        # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
+        keys = {op.index: op.value_key() for op in self.ops}
+        self._value_keys = {op.out.id: keys[op.index] for op in self.ops if keys[op.index] is not None}
+        self._keyed_int_buffers: dict = {}
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
         self._int_buffers: dict = {}  # value id → int_on_gpu's buffer of a constant Int
@@ -241,11 +250,17 @@ class GraphRuntime:
     def int_on_gpu(self, value_id: int):
         """A uniform buffer holding an Int or SymInt argument's value as an i32 (16 bytes),
         for kernels that read it on the GPU; a SymInt's is rewritten whenever its value
-        changes. Made on the first call (from an op's build), shared by every reader."""
+        changes. Made on the first call (from an op's build), shared by every reader, and
+        by the SymInts that always hold the same value (OpHandler.value_key)."""
         value = self.values[value_id]
         if isinstance(value, SymInt):
             if value.buffer is None:
-                value.buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"symint{value_id}")
+                key = self._value_keys.get(value_id)
+                value.buffer = self._keyed_int_buffers.get(key) if key is not None else None
+                if value.buffer is None:
+                    value.buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"symint{value_id}")
+                    if key is not None:
+                        self._keyed_int_buffers[key] = value.buffer
                 self.write_if_changed(value.buffer, _int_bytes(value.value))
             return value.buffer
         if value_id not in self._int_buffers:
@@ -312,7 +327,7 @@ class GraphRuntime:
                 tensor.host_values = host_values
                 self.value_changed(tensor.id)
             # Unchanged data is written too: the input's buffer may serve later tensors.
-            if len(staged) and position not in fed_on_gpu:
+            if len(staged) and position not in fed_on_gpu and tensor.id in self._inputs_on_gpu:
                 self.device.write_buffer(tensor.buffer, staged)
 
     def propagate_resize(self):
