@@ -5,7 +5,7 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `aliases()` may declare outputs that share an input's buffer (no copy, no kernel);
 - `view_of()` names an (output, input) pair holding the same bytes: the graph lets the
   output share the input's buffer where no other tensor reuses that memory meanwhile;
-  `value_key()` says which SymInts always hold the same value (see there);
+- `value_key()` says which SymInts always hold the same value (they share a GPU buffer);
 - `build()` creates pipelines, parameter buffers and bind groups, once;
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.

@@ -34,8 +34,8 @@ place of the last op of its pattern, where all its inputs exist.
 - RoPE · attention: where the kernels for GPUs run, a RoPE op at the position whose
   outputs only an sdpa_with_kv_cache reads as q and k, with constant tables and a head
   dim that is a multiple of 4, becomes part of that op (`RopeSdpaWithKvCache`,
-  ops/attention.py), which rotates q and k as it reads them: one dispatch fewer per
-  layer. (The kernels for CPU adapters copy the keys into the cache before attending, so
+  ops/attention.py), which in decode steps rotates q and k as it reads them: one
+  dispatch fewer per layer and token. (The kernels for CPU adapters copy the keys into the cache before attending, so
   they need them rotated first.)
 """
 

@@ -8,10 +8,10 @@ Execution redoes only what changed: an op is resized when a value it reads (a te
 live sizes or data on the host, a SymInt) changed since its last resize, and re-recorded
 only then; the schedule (every op's commands) is patched in place where an op's commands
 changed their arguments only, and rebuilt only when their number changed. A decode step
-thus resizes the few ops that read the position on the host, rewrites their parameters,
+thus resizes the few ops that compute the position on the host, writes its one buffer,
 and submits the command list of the step before. Ops that read the position on the GPU
-(attention, from the SymInt's buffer: `int_on_gpu`) say which values their recording
-serves (`OpHandler.gpu_int_ranges`) and are resized only when it leaves them.
+(attention and RoPE, from the SymInt's buffer: `int_on_gpu`) say which values their
+recording serves (`OpHandler.gpu_int_ranges`) and are resized only when it leaves them.
 """
 
 from __future__ import annotations
