@@ -168,28 +168,20 @@ class BrowserDevice(Device):
         if timer is not None and timer.backend_form is None:
             timer.backend_form = _js([timer.query_set, timer.resolved.handle])
         timing = None if timer is None else timer.backend_form
-        if read is None:
-            self._encode_and_submit(
-                self.raw, *self._take_held_writes(), timing, None, 0, None, 0, *(recorder.backend_form for recorder in recorders)
+        reading = (None, 0, None, 0)
+        if read is not None:
+            buffer, offset, size = read
+            staging = self._take_staging(
+                size,
+                lambda: self.raw.createBuffer(
+                    _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
+                ),
             )
+            reading = (buffer.handle, offset, staging, size)
+        lists = (recorder.backend_form for recorder in recorders)
+        mapping = self._encode_and_submit(self.raw, *self._take_held_writes(), timing, *reading, *lists)
+        if read is None:
             return None
-        buffer, offset, size = read
-        staging = self._take_staging(
-            size,
-            lambda: self.raw.createBuffer(
-                _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
-            ),
-        )
-        mapping = self._encode_and_submit(
-            self.raw,
-            *self._take_held_writes(),
-            timing,
-            buffer.handle,
-            offset,
-            staging,
-            size,
-            *(recorder.backend_form for recorder in recorders),
-        )
 
         async def finish():
             mapped = False

@@ -67,8 +67,7 @@ class GraphRuntime:
             t.id for t in self.inputs if t is not None and any(not self.ops[i].host_only for i in self._consumers.get(t.id, ()))
         }
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
-        keys = {op.index: op.value_key() for op in self.ops}
-        self._value_keys = {op.out.id: keys[op.index] for op in self.ops if keys[op.index] is not None}
+        self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
         self._keyed_int_buffers: dict = {}
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
@@ -187,17 +186,17 @@ class GraphRuntime:
         # so tensors of one size that never overlap (each layer's MLP activations) share
         # one slot. (Placing by first use instead let small tensors take a large slot's
         # free span, and grew another slot to the large size.)
+        sizes = {group: max(4, *(self.values[t].max_nbytes for t in ids)) for group, ids in members.items()}
         slots: list[tuple[int, list, list]] = []  # (size, sorted [first, last] spans, ids)
-        for group in sorted(members, key=lambda g: (-max(self.values[t].max_nbytes for t in members[g]), span[g])):
+        for group in sorted(members, key=lambda g: (-sizes[g], span[g])):
             first, last = span[group]
-            size = max(4, *(self.values[t].max_nbytes for t in members[group]))
             for slot in slots:
                 spans = slot[1]
                 at = bisect.bisect_left(spans, [first, last])
                 if (at == 0 or spans[at - 1][1] < first) and (at == len(spans) or last < spans[at][0]):
                     break
             else:
-                slot = (size, [], [])
+                slot = (sizes[group], [], [])
                 slots.append(slot)
                 at = 0
             slot[1].insert(at, [first, last])
