@@ -93,3 +93,35 @@ def test_position_past_the_rope_tables_is_refused_by_rope_reading_them_on_the_gp
 
     with pytest.raises(OpError, match=r"apply_rotary_emb at position.*positions \[24, 25\) are outside the RoPE tables' 24 rows"):
         asyncio.run(main())
+
+
+class _PositionFirst(torch.nn.Module):
+    """RoPE at a position whose first input is the position (read on the host)."""
+
+    def __init__(self):
+        super().__init__()
+        from op_cases.rope import RopeAtPosition
+
+        self.rope = RopeAtPosition(16, 24)
+
+    def forward(self, input_pos, xq, xk):
+        return self.rope(xq, xk, input_pos)
+
+
+def test_an_input_read_on_the_host_is_not_fed_from_the_last_run():
+    """Feeding input 0 from the last run's top-1 on the GPU leaves its values unknown to
+    the host: refused when an op reads them there (select_as_symint, here the position)."""
+    from op_cases.rope import at_position
+    from op_harness import OpCase
+
+    xq, xk, _ = at_position(1, 0, seed=3)
+    case = OpCase("position-first", _PositionFirst(), (torch.tensor([2]), xq, xk))
+
+    async def main():
+        graph = await load(await request_device(), export_case(case))
+        await graph.build_top_k()
+        await graph.execute_top_k(*(x.numpy() for x in case.inputs))
+        await graph.submit_top_k(*(x.numpy() for x in case.inputs), token_from_last_run=True)
+
+    with pytest.raises(GPUError, match="cannot be fed on the GPU: an op reads the token input on the host"):
+        asyncio.run(main())

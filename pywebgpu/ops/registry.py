@@ -63,6 +63,9 @@ class OpHandler:
     # True for ops that read their tensor arguments' live sizes and host values only,
     # never their buffers: a graph input read by such ops alone is not written to the GPU.
     host_only = False
+    # True for ops whose results depend on an input's values as the caller gave them (on
+    # the host): such an input cannot be fed by a command on the GPU instead.
+    reads_host_values = False
 
     def __init__(self, graph, index: int, name: str, args: tuple):
         self.graph = graph

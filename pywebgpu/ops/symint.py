@@ -42,7 +42,8 @@ class SymArithmetic(OpHandler):
 
 @register("et_vk.select_as_symint.default")
 class SelectAsSymInt(OpHandler):
-    host_only = True  # reads the input's host values
+    host_only = True
+    reads_host_values = True
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)

@@ -61,10 +61,20 @@ class GraphRuntime:
         self.ops = [registry.handler_for(call.name, index)(self, index, call.name, tuple(call.args)) for index, call in enumerate(graph.chain)]
         fuse(self)
         self._consumers = readers(self.ops, self.values)
+        # SymInt id → (low, high, other readers): the values that all its readers on the GPU
+        # serve (the intersection of their gpu_int_ranges) and the readers serving none. A
+        # change within needs only the others looked at: a decode step's position is read
+        # on the GPU by every layer. Made on demand; dropped when a reader's ranges change.
+        self._served: dict[int, tuple[int, int, list[int]]] = {}
+        # Ops that record commands: the others (SymInt arithmetic) need no re-recording.
+        self._records_commands = [type(op).record is not registry.OpHandler.record for op in self.ops]
         # Inputs some op reads on the GPU: the others (the position, which only
         # select_as_symint reads, on the host) are never written there.
         self._inputs_on_gpu = {
             t.id for t in self.inputs if t is not None and any(not self.ops[i].host_only for i in self._consumers.get(t.id, ()))
+        }
+        self._inputs_read_on_host = {
+            t.id for t in self.inputs if t is not None and any(self.ops[i].reads_host_values for i in self._consumers.get(t.id, ()))
         }
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
         self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
@@ -277,6 +287,7 @@ class GraphRuntime:
     def _mark_all_stale(self):
         self._stale_heap = list(range(len(self.ops)))
         self._stale = set(self._stale_heap)
+        self._served.clear()
         self._schedule = None
 
     def value_changed(self, value_id: int):
@@ -284,9 +295,14 @@ class GraphRuntime:
         the one being resized that read it are resized in this run, but for those that
         read a SymInt on the GPU and whose recording serves its new value."""
         value = self.values[value_id]
-        if isinstance(value, SymInt) and value.buffer is not None:
-            self.write_if_changed(value.buffer, _int_bytes(value.value))
-        for index in self._consumers.get(value_id, ()):
+        readers = self._consumers.get(value_id, ())
+        if isinstance(value, SymInt):
+            if value.buffer is not None:
+                self.write_if_changed(value.buffer, _int_bytes(value.value))
+            low, high, unserved = self._served.get(value_id) or self._serving(value_id)
+            if low <= value.value <= high:
+                readers = unserved
+        for index in readers:
             if index > self._resizing and index not in self._stale:
                 served = self.ops[index].gpu_int_ranges.get(value_id)
                 if served is not None and served[0] <= value.value <= served[1]:
@@ -294,19 +310,33 @@ class GraphRuntime:
                 self._stale.add(index)
                 heapq.heappush(self._stale_heap, index)
 
+    def _serving(self, value_id: int):
+        """The _served entry of a SymInt, made from its readers' gpu_int_ranges now."""
+        readers = self._consumers.get(value_id, ())
+        ranges = [self.ops[i].gpu_int_ranges[value_id] for i in readers if value_id in self.ops[i].gpu_int_ranges]
+        unserved = [i for i in readers if value_id not in self.ops[i].gpu_int_ranges]
+        low, high = (max(r[0] for r in ranges), min(r[1] for r in ranges)) if ranges else (1, 0)
+        self._served[value_id] = entry = (low, high, unserved)
+        return entry
+
     def set_inputs(self, inputs, fed_on_gpu=()):
         """Set the inputs' live sizes and host values and write their data. Inputs at the
         positions in `fed_on_gpu` are written by a command submitted before the graph (a
-        token fed from the last run): their given values are placeholders, not written."""
+        token fed from the last run): their given values are placeholders, neither
+        written nor kept (submit_top_k refuses to feed an input whose values an op reads
+        on the host)."""
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
-        for position, (tensor, host) in enumerate(zip(self.inputs, inputs)):
+        for position, tensor in enumerate(self.inputs):
             if tensor is None:
                 continue
+            host = inputs[position]
             shape = tuple(host.shape)
-            if shape != tensor.sizes and (
-                len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes))
-            ):
+            fed = position in fed_on_gpu
+            if shape == tensor.sizes:
+                if fed:
+                    continue  # nothing the host knows changed
+            elif len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes)):
                 raise GPUError(
                     f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
                 )
@@ -326,7 +356,7 @@ class GraphRuntime:
                 tensor.host_values = host_values
                 self.value_changed(tensor.id)
             # Unchanged data is written too: the input's buffer may serve later tensors.
-            if len(staged) and position not in fed_on_gpu and tensor.id in self._inputs_on_gpu:
+            if len(staged) and not fed and tensor.id in self._inputs_on_gpu:
                 self.device.write_buffer(tensor.buffer, staged)
 
     def propagate_resize(self):
@@ -337,8 +367,13 @@ class GraphRuntime:
                 index = heapq.heappop(self._stale_heap)
                 self._stale.discard(index)
                 self._resizing = index
-                self.ops[index].resize()
-                self._to_record.append(index)
+                op = self.ops[index]
+                had_ranges = bool(op.gpu_int_ranges)
+                op.resize()
+                if had_ranges or op.gpu_int_ranges:
+                    self._served.clear()
+                if self._records_commands[index]:
+                    self._to_record.append(index)
         except BaseException:
             self._mark_all_stale()  # a failed resize leaves its readers unknown: redo all
             raise
@@ -412,11 +447,13 @@ class GraphRuntime:
         a placeholder."""
         if self._top_k is None:
             raise GPUError("build_top_k() the graph before submit_top_k")
+        tokens = self.inputs[0]
+        if token_from_last_run and tokens is not None and tokens.id in self._inputs_read_on_host:
+            raise GPUError("the last run's token cannot be fed on the GPU: an op reads the token input on the host")
         schedule = self._record_run(inputs, (0,) if token_from_last_run else ())
         logits = self.outputs[0]
         first = []
         if token_from_last_run:
-            tokens = self.inputs[0]
             if tokens is None or tokens.sizes != (1, 1):
                 raise GPUError("feeding the last run's token needs a [1, 1] token input")
             first = [self._top_k.feed_first_pick(tokens.buffer)]
