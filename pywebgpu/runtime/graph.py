@@ -70,12 +70,8 @@ class GraphRuntime:
         self._records_commands = [type(op).record is not registry.OpHandler.record for op in self.ops]
         # Inputs some op reads on the GPU: the others (the position, which only
         # select_as_symint reads, on the host) are never written there.
-        self._inputs_on_gpu = {
-            t.id for t in self.inputs if t is not None and any(not self.ops[i].host_only for i in self._consumers.get(t.id, ()))
-        }
-        self._inputs_read_on_host = {
-            t.id for t in self.inputs if t is not None and any(self.ops[i].reads_host_values for i in self._consumers.get(t.id, ()))
-        }
+        self._inputs_on_gpu = self._inputs_read_by(lambda op: not op.host_only)
+        self._inputs_read_on_host = self._inputs_read_by(lambda op: op.reads_host_values)
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
         self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
         self._keyed_int_buffers: dict = {}
@@ -117,6 +113,12 @@ class GraphRuntime:
         if not isinstance(value, Tensor):
             raise registry.OpError(f"graph {role} value {value_id} is a {type(value).__name__}, not a tensor")
         return value
+
+    def _inputs_read_by(self, reads) -> set[int]:
+        """Ids of the inputs that some op for which `reads(op)` holds reads."""
+        return {
+            t.id for t in self.inputs if t is not None and any(reads(self.ops[i]) for i in self._consumers.get(t.id, ()))
+        }
 
     def int_value(self, value_id: int, op) -> int:
         value = self.values[value_id]
@@ -312,9 +314,13 @@ class GraphRuntime:
 
     def _serving(self, value_id: int):
         """The _served entry of a SymInt, made from its readers' gpu_int_ranges now."""
-        readers = self._consumers.get(value_id, ())
-        ranges = [self.ops[i].gpu_int_ranges[value_id] for i in readers if value_id in self.ops[i].gpu_int_ranges]
-        unserved = [i for i in readers if value_id not in self.ops[i].gpu_int_ranges]
+        ranges, unserved = [], []
+        for index in self._consumers.get(value_id, ()):
+            served = self.ops[index].gpu_int_ranges.get(value_id)
+            if served is None:
+                unserved.append(index)
+            else:
+                ranges.append(served)
         low, high = (max(r[0] for r in ranges), min(r[1] for r in ranges)) if ranges else (1, 0)
         self._served[value_id] = entry = (low, high, unserved)
         return entry
