@@ -2,7 +2,8 @@
 // two passes (the second, sdpa_combine.wgsl, merges split results).
 //
 // Layouts (contiguous): q and out [S, Hq, D]; k and v [S, Hkv, D] (this call's new keys
-// and values); k_cache and v_cache [C, Hkv, D]. Query row s sits at absolute position
+// and values); k_cache and v_cache [C, Hkv, D], read as vec4s (one load each where D is a
+// multiple of 4: 2-3x faster on GPUs than four scalar loads; their buffers hold whole vec4s). Query row s sits at absolute position
 // input_pos + s and attends keys [0, input_pos + s]; query head h reads kv head
 // h / (Hq / Hkv). Keys below `cached_len` come from the caches, later ones from k/v.
 //
@@ -11,12 +12,15 @@
 // attention never reads the rows being written, so one dispatch does both without a
 // race. Without it (custom_sdpa after update_cache ops) cached_len covers every key.
 //
-// Grid (Hq, S, splits): a workgroup takes one query head and row and the keys
+// Two entry points. `main`, grid (Hq, S, splits): a workgroup takes one query head and row and the keys
 // [split * chunk, (split + 1) * chunk) of that row (split-KV, so that a single decode
 // row still fills the GPU). Its keys' scores fit in workgroup memory, so the softmax
 // needs no rescaling: scores, their max, exp(score - max) and its sum, then the
 // weighted sum of values. With one split that is the output; with several, (max, sum,
-// weighted values) go to `partials` for the combine pass.
+// weighted values) go to `partials` for the combine pass. `whole_row`, grid (Hq, S): a
+// larger workgroup takes one query head and row and all its keys (up to MAX_CHUNK), so
+// that a decode step's attention is one dispatch with no combine pass (attention.py picks
+// it where that is faster: rows of up to WHOLE_ROW_MAX_KEYS keys).
 //
 // With ROPE, q and k arrive before their rotary embedding, which is applied here as they
 // are read (interleaved pairs, Meta / llama2.c layout): query row s and new key
@@ -53,28 +57,32 @@ struct FirstRow {
 @group(0) @binding(2) var<storage, read> q: array<f32>;
 @group(0) @binding(3) var<storage, read> k: array<f32>;
 @group(0) @binding(4) var<storage, read> v: array<f32>;
-@group(0) @binding(5) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(6) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<vec4<f32>>;
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
 // Without ROPE any buffers stand in for these: they are never read.
 @group(0) @binding(9) var<storage, read> rope_table: array<vec2<f32>>;
 @group(0) @binding(10) var<uniform> rope_first: FirstRow;
 
-const WORKGROUP_SIZE: u32 = 64u;
+const WORKGROUP_SIZE: u32 = 64u;  // main's
+const ROW_THREADS: u32 = 256u;  // whole_row's
 const MAX_CHUNK: u32 = 1024u;
 const MAX_HEAD_DIM: u32 = 256u;
 // Derived from HEAD_DIM (the host sets neither): each thread sums the values of 4
-// consecutive dims (one of DIM_GROUPS) over every SUBSETS-th key.
+// consecutive dims (one of DIM_GROUPS) over every SUBSETS-th key (ROW_SUBSETS-th in
+// whole_row).
 override DIM_GROUPS: u32 = (HEAD_DIM + 3u) / 4u;
 override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
+override ROW_SUBSETS: u32 = ROW_THREADS / DIM_GROUPS;
 // The most negative finite f32: the max of no scores, which exp() maps to 0.
 const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
 var<workgroup> scaled_q: array<vec4<f32>, MAX_HEAD_DIM / 4u>;  // q * scale, zero past HEAD_DIM
 var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
-var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
-var<workgroup> subset_sums: array<f32, MAX_HEAD_DIM>;  // [SUBSETS][DIM_GROUPS * 4]
+var<workgroup> reduction: array<f32, ROW_THREADS>;
+// [subsets][DIM_GROUPS * 4]: a thread's weighted value sums of 4 dims over its subset of keys
+var<workgroup> subset_sums: array<vec4<f32>, ROW_THREADS>;
 
 // Keys below it are in the caches; with UPDATE_CACHE this call's rows are still in k / v.
 fn cached_len() -> u32 {
@@ -96,8 +104,32 @@ fn row_offset(key: u32, kv_head: u32) -> u32 {
 
 // The loops below read 16 or 4 elements per step as straight-line code, which the GPU
 // issues together: memory latency, not bandwidth, bounds a workgroup's time here.
+
+// Elements [i, i + 4) of a cache: one load where rows are whole vec4s (then i is always a
+// multiple of 4), else two, shifted. Past a row's end they belong to the next row or are
+// whatever robust access returns at the buffer's end: they only reach accumulator lanes
+// that are never written out.
+fn shifted(a: vec4<f32>, b: vec4<f32>, shift: u32) -> vec4<f32> {
+  switch (shift) {
+    case 0u: { return a; }
+    case 1u: { return vec4<f32>(a.yzw, b.x); }
+    case 2u: { return vec4<f32>(a.zw, b.xy); }
+    default: { return vec4<f32>(a.w, b.xyz); }
+  }
+}
+
 fn cached_key4(i: u32) -> vec4<f32> {
-  return vec4<f32>(k_cache[i], k_cache[i + 1u], k_cache[i + 2u], k_cache[i + 3u]);
+  if (HEAD_DIM % 4u == 0u) {
+    return k_cache[i / 4u];
+  }
+  return shifted(k_cache[i / 4u], k_cache[i / 4u + 1u], i % 4u);
+}
+
+fn cached_value4(i: u32) -> vec4<f32> {
+  if (HEAD_DIM % 4u == 0u) {
+    return v_cache[i / 4u];
+  }
+  return shifted(v_cache[i / 4u], v_cache[i / 4u + 1u], i % 4u);
 }
 
 fn new_key4(i: u32) -> vec4<f32> {
@@ -156,7 +188,7 @@ fn score(key: u32, kv_head: u32) -> f32 {
   }
   for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
     if (from_cache) {
-      sum.x += k_cache[base + d] * scaled_q[d / 4u][d % 4u];
+      sum.x += k_cache[(base + d) / 4u][(base + d) % 4u] * scaled_q[d / 4u][d % 4u];
     } else {
       sum.x += k[base + d] * scaled_q[d / 4u][d % 4u];
     }
@@ -164,39 +196,46 @@ fn score(key: u32, kv_head: u32) -> f32 {
   return sum.x + sum.y + sum.z + sum.w;
 }
 
-// Elements [d, d + 4) of a value row. Past HEAD_DIM (when it is not a multiple of 4)
-// they belong to the next row, or are whatever robust access returns at a buffer's
-// end: they only reach accumulator lanes that are never written out.
+// Elements [i, i + 4) of a value row (see cached_key4 past the row's end).
 fn value4(from_cache: bool, i: u32) -> vec4<f32> {
   if (from_cache) {
-    return vec4<f32>(v_cache[i], v_cache[i + 1u], v_cache[i + 2u], v_cache[i + 3u]);
+    return cached_value4(i);
   }
   return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
 }
 
 // Sum of weights[i] * value row (first + i) over dims [dim, dim + 4), for i from `start`
-// in steps of SUBSETS up to `end`, all of whose keys are cached (or all new).
-fn weighted_values(from_cache: bool, start: u32, end: u32, first: u32, kv_head: u32, dim: u32) -> vec4<f32> {
+// in steps of `stride` up to `end`, all of whose keys are cached (or all new).
+fn weighted_values(from_cache: bool, start: u32, end: u32, stride: u32, first: u32, kv_head: u32, dim: u32) -> vec4<f32> {
   var acc = vec4<f32>();
   var i = start;
-  for (; i + 3u * SUBSETS < end; i += 4u * SUBSETS) {
+  for (; i + 3u * stride < end; i += 4u * stride) {
     let v0 = value4(from_cache, row_offset(first + i, kv_head) + dim);
-    let v1 = value4(from_cache, row_offset(first + i + SUBSETS, kv_head) + dim);
-    let v2 = value4(from_cache, row_offset(first + i + 2u * SUBSETS, kv_head) + dim);
-    let v3 = value4(from_cache, row_offset(first + i + 3u * SUBSETS, kv_head) + dim);
-    acc += weights[i] * v0 + weights[i + SUBSETS] * v1 + weights[i + 2u * SUBSETS] * v2 + weights[i + 3u * SUBSETS] * v3;
+    let v1 = value4(from_cache, row_offset(first + i + stride, kv_head) + dim);
+    let v2 = value4(from_cache, row_offset(first + i + 2u * stride, kv_head) + dim);
+    let v3 = value4(from_cache, row_offset(first + i + 3u * stride, kv_head) + dim);
+    acc += weights[i] * v0 + weights[i + stride] * v1 + weights[i + 2u * stride] * v2 + weights[i + 3u * stride] * v3;
   }
-  for (; i < end; i += SUBSETS) {
+  for (; i < end; i += stride) {
     acc += weights[i] * value4(from_cache, row_offset(first + i, kv_head) + dim);
   }
   return acc;
 }
 
-// Called by every thread of the workgroup (it holds barriers).
-fn workgroup_max(thread: u32, value: f32) -> f32 {
+// Sum of weights[i] * value row (first + i) over dims [dim, dim + 4) for the keys
+// i = subset, subset + subsets, ... below `count`: the cached ones, then the new.
+fn chunk_values(first: u32, count: u32, subset: u32, subsets: u32, kv_head: u32, dim: u32) -> vec4<f32> {
+  let cached = clamp(cached_len(), first, first + count) - first;
+  let first_new = subset + (max(cached, subset) - subset + subsets - 1u) / subsets * subsets;
+  return weighted_values(true, subset, cached, subsets, first, kv_head, dim)
+    + weighted_values(false, first_new, count, subsets, first, kv_head, dim);
+}
+
+// Called by every one of the workgroup's `threads` threads (it holds barriers).
+fn workgroup_max(thread: u32, threads: u32, value: f32) -> f32 {
   reduction[thread] = value;
   workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+  for (var stride = threads / 2u; stride > 0u; stride /= 2u) {
     if (thread < stride) {
       reduction[thread] = max(reduction[thread], reduction[thread + stride]);
     }
@@ -207,10 +246,10 @@ fn workgroup_max(thread: u32, value: f32) -> f32 {
   return result;
 }
 
-fn workgroup_sum(thread: u32, value: f32) -> f32 {
+fn workgroup_sum(thread: u32, threads: u32, value: f32) -> f32 {
   reduction[thread] = value;
   workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
+  for (var stride = threads / 2u; stride > 0u; stride /= 2u) {
     if (thread < stride) {
       reduction[thread] += reduction[thread + stride];
     }
@@ -221,7 +260,57 @@ fn workgroup_sum(thread: u32, value: f32) -> f32 {
   return result;
 }
 
-@compute @workgroup_size(64)
+// scaled_q <- this row and head's q (rotated with ROPE) times the scale. By the threads
+// below DIM_GROUPS; a barrier must follow before scaled_q is read.
+fn load_scaled_q(thread: u32, q_base: u32, row: u32) {
+  if (thread < DIM_GROUPS) {
+    var q4 = vec4<f32>();
+    for (var j = 0u; j < 4u; j++) {
+      if (4u * thread + j < HEAD_DIM) {
+        q4[j] = q[q_base + 4u * thread + j];
+      }
+    }
+    scaled_q[thread] = rotated(q4, rope_first.row + row, thread) * p.scale;
+  }
+}
+
+// With UPDATE_CACHE, this call's key (rotated with ROPE) and value of `row` and `kv_head`
+// into the caches, by one workgroup of `threads` threads per kv head.
+fn store_new_row(thread: u32, threads: u32, row: u32, kv_head: u32) {
+  let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
+  let dst = ((position.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
+  if (ROPE) {
+    for (var g = thread; g < HEAD_DIM / 4u; g += threads) {
+      let rotated_k = rotated(new_key4(src + 4u * g), rope_first.row + row, g);
+      k_cache[dst / 4u + g] = rotated_k;  // HEAD_DIM is a multiple of 4 with ROPE
+    }
+  } else {
+    for (var d = thread; d < HEAD_DIM; d += threads) {
+      k_cache[(dst + d) / 4u][(dst + d) % 4u] = k[src + d];
+    }
+  }
+  for (var d = thread; d < HEAD_DIM; d += threads) {
+    v_cache[(dst + d) / 4u][(dst + d) % 4u] = v[src + d];
+  }
+}
+
+// out[q_base ..] <- the sums of the subsets' weighted values (subset_sums, after a
+// barrier), divided by `denominator`; or, when splitting, into `partials` at `slot`.
+fn store_output(thread: u32, threads: u32, subsets: u32, q_base: u32, denominator: f32, slot: u32) {
+  for (var d = thread; d < HEAD_DIM; d += threads) {
+    var total = 0.0;
+    for (var s = 0u; s < subsets; s++) {
+      total += subset_sums[s * DIM_GROUPS + d / 4u][d % 4u];
+    }
+    if (p.splits == 1u) {
+      out[q_base + d] = total / denominator;
+    } else {
+      partials[slot + 2u + d] = total;
+    }
+  }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;
   let row = group.y;
@@ -236,33 +325,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   let count = min(p.chunk, keys - first);
   let q_base = (row * p.q_heads + head) * HEAD_DIM;
 
-  if (thread < DIM_GROUPS) {
-    var q4 = vec4<f32>();
-    for (var j = 0u; j < 4u; j++) {
-      if (4u * thread + j < HEAD_DIM) {
-        q4[j] = q[q_base + 4u * thread + j];
-      }
-    }
-    scaled_q[thread] = rotated(q4, rope_first.row + row, thread) * p.scale;
-  }
+  load_scaled_q(thread, q_base, row);
   if (UPDATE_CACHE && split == 0u && head % group_size == 0u) {
-    let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
-    let dst = ((position.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
-    if (ROPE) {
-      for (var g = thread; g < HEAD_DIM / 4u; g += WORKGROUP_SIZE) {
-        let rotated_k = rotated(new_key4(src + 4u * g), rope_first.row + row, g);
-        for (var j = 0u; j < 4u; j++) {
-          k_cache[dst + 4u * g + j] = rotated_k[j];
-        }
-      }
-    } else {
-      for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
-        k_cache[dst + d] = k[src + d];
-      }
-    }
-    for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
-      v_cache[dst + d] = v[src + d];
-    }
+    store_new_row(thread, WORKGROUP_SIZE, row, kv_head);
   }
   workgroupBarrier();
 
@@ -272,27 +337,19 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     weights[i] = s;
     thread_max = max(thread_max, s);
   }
-  let max_score = workgroup_max(thread, thread_max);
+  let max_score = workgroup_max(thread, WORKGROUP_SIZE, thread_max);
   var thread_sum = 0.0;
   for (var i = thread; i < count; i += WORKGROUP_SIZE) {
     let w = exp(weights[i] - max_score);
     weights[i] = w;
     thread_sum += w;
   }
-  let weight_sum = workgroup_sum(thread, thread_sum);  // its barriers also publish weights[]
+  let weight_sum = workgroup_sum(thread, WORKGROUP_SIZE, thread_sum);  // its barriers also publish weights[]
 
   let dim_group = thread % DIM_GROUPS;
   let subset = thread / DIM_GROUPS;
   if (subset < SUBSETS) {
-    // This thread's keys are subset, subset + SUBSETS, ...: the cached ones, then the new.
-    let cached = clamp(cached_len(), first, first + count) - first;
-    let first_new = subset + (max(cached, subset) - subset + SUBSETS - 1u) / SUBSETS * SUBSETS;
-    let dim = 4u * dim_group;
-    let acc = weighted_values(true, subset, cached, first, kv_head, dim)
-      + weighted_values(false, first_new, count, first, kv_head, dim);
-    for (var j = 0u; j < 4u; j++) {
-      subset_sums[subset * DIM_GROUPS * 4u + 4u * dim_group + j] = acc[j];
-    }
+    subset_sums[subset * DIM_GROUPS + dim_group] = chunk_values(first, count, subset, SUBSETS, kv_head, 4u * dim_group);
   }
   workgroupBarrier();
 
@@ -301,15 +358,46 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     partials[slot] = max_score;
     partials[slot + 1u] = weight_sum;
   }
-  for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
-    var total = 0.0;
-    for (var s = 0u; s < SUBSETS; s++) {
-      total += subset_sums[s * DIM_GROUPS * 4u + d];
-    }
-    if (p.splits == 1u) {
-      out[q_base + d] = total / weight_sum;
-    } else {
-      partials[slot + 2u + d] = total;
-    }
+  store_output(thread, WORKGROUP_SIZE, SUBSETS, q_base, weight_sum, slot);
+}
+
+// All of a row's keys (at most MAX_CHUNK: attention.py's WHOLE_ROW_MAX_KEYS) by one
+// workgroup of ROW_THREADS: main's work for one split, with 4x the threads. p.splits is 1.
+@compute @workgroup_size(ROW_THREADS)
+fn whole_row(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
+  let head = group.x;
+  let row = group.y;
+  let group_size = p.q_heads / p.kv_heads;
+  let kv_head = head / group_size;
+  let keys = position.input_pos + row + 1u;
+  let q_base = (row * p.q_heads + head) * HEAD_DIM;
+
+  load_scaled_q(thread, q_base, row);
+  if (UPDATE_CACHE && head % group_size == 0u) {
+    store_new_row(thread, ROW_THREADS, row, kv_head);
   }
+  workgroupBarrier();
+
+  var thread_max = LOWEST;
+  for (var i = thread; i < keys; i += ROW_THREADS) {
+    let s = score(i, kv_head);
+    weights[i] = s;
+    thread_max = max(thread_max, s);
+  }
+  let max_score = workgroup_max(thread, ROW_THREADS, thread_max);
+  var thread_sum = 0.0;
+  for (var i = thread; i < keys; i += ROW_THREADS) {
+    let w = exp(weights[i] - max_score);
+    weights[i] = w;
+    thread_sum += w;
+  }
+  let weight_sum = workgroup_sum(thread, ROW_THREADS, thread_sum);  // publishes weights[]
+
+  let dim_group = thread % DIM_GROUPS;
+  let subset = thread / DIM_GROUPS;
+  if (subset < ROW_SUBSETS) {
+    subset_sums[subset * DIM_GROUPS + dim_group] = chunk_values(0u, keys, subset, ROW_SUBSETS, kv_head, 4u * dim_group);
+  }
+  workgroupBarrier();
+  store_output(thread, ROW_THREADS, ROW_SUBSETS, q_base, weight_sum, 0u);
 }

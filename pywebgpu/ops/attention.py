@@ -12,9 +12,10 @@ ops update in place, so they keep their contents from one execution to the next.
 Tensors are [1, S, heads, head_dim] and caches [1, max_context, kv_heads, head_dim];
 query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
 
-On GPUs, a row's keys are split over several workgroups when there are too few rows and
-heads to fill the GPU (decode); a second, small dispatch then merges the splits. The
-kernels read the position on the GPU (the SymInt's buffer), and the grid has room for
+On GPUs, when there are too few rows and heads to fill the GPU (decode), a row of up to
+WHOLE_ROW_MAX_KEYS keys is one larger workgroup that walks them all (`whole_row`); past
+that its keys are split over several workgroups and a second, small dispatch merges the
+splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has room for
 more keys than the present ones: a decode step whose keys still fit it changes nothing
 here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
@@ -46,6 +47,12 @@ MAX_KEYS = MAX_CHUNK * MAX_SPLITS
 # Workgroups to aim for when splitting keys: enough to occupy a large GPU (an H100 has
 # 132 multiprocessors); beyond it splits only add merging work.
 TARGET_WORKGROUPS = 1024
+# Rows that would be split run sdpa.wgsl's whole_row up to this many keys (at most
+# MAX_CHUNK): one dispatch instead of the split pass and the combine. Natively on an H200
+# (`python -m devtools.attention_probe`), µs per layer, whole_row vs split + combine: 18
+# vs 30 at 128 keys, 26 vs 32 at 512, 36 vs 35 at 1,024 (the 1B's 32 heads), 23 vs 30
+# at 512 and 28-32 vs 24-30 at 1,024 (SmolLM2's 9); in a browser a dispatch costs more.
+WHOLE_ROW_MAX_KEYS = 1024
 
 
 def split_keys(keys: int, rows: int) -> tuple[int, int]:
@@ -174,22 +181,25 @@ class CausalAttention(OpHandler):
         """(the RoPE table's buffer, its first row's uniform) for sdpa.wgsl with ROPE."""
         raise NotImplementedError
 
-    async def sdpa_pipeline(self, q, k, v, rope: bool = False):
-        """sdpa.wgsl's pipeline and bind group over these q, k and v (with `rope`, before
-        their rotary embedding, which the kernel applies)."""
+    async def sdpa_kernels(self, q, k, v, rope: bool = False):
+        """sdpa.wgsl's (pipeline, bind group) pairs of `main` and `whole_row` over these q,
+        k and v (with `rope`, before their rotary embedding, which the kernels apply)."""
         table, first_row = self.rope_bindings() if rope else (_rope_table(self.graph, None, None), self.position)
         constants = {"HEAD_DIM": self.head_dim, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope)}
-        pipeline = await self.make_pipeline("sdpa", constants)
         buffers = [self.out, self.partials, q, k, v, self.k_cache, self.v_cache, self.params, self.position, table, first_row]
-        group = self.graph.device.bind_group(pipeline, [getattr(b, "buffer", b) for b in buffers])
-        return pipeline, group
+        buffers = [getattr(b, "buffer", b) for b in buffers]
+        kernels = []
+        for entry_point in ("main", "whole_row"):
+            pipeline = await self.make_pipeline("sdpa", constants, entry_point)
+            kernels.append((pipeline, self.graph.device.bind_group(pipeline, buffers)))
+        return tuple(kernels)
 
     async def build_attention(self, q, k, v):
         device = self.graph.device
         self.partials = _shared_scratch(self.graph)
         self.position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
         self.params = self.params_buffer(32)
-        self.pipeline, self.group = await self.sdpa_pipeline(q, k, v)
+        self.kernels = await self.sdpa_kernels(q, k, v)
         constants = {"HEAD_DIM": self.head_dim}
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
@@ -212,13 +222,21 @@ class CausalAttention(OpHandler):
             self.fail(f"positions [{input_pos}, {keys}) exceed the cache's {self.max_context}")
         self.set_sizes(self.out, self.q.sizes)
         self.on_cpu = self.kernel_set == "cpu" and self.cpu_pipeline is not None
+        self.whole_row = False
+        position_id = self.args[self.input_pos_arg]
         if self.on_cpu:
             # The host copies this call's keys and values into the caches at the position.
             chunk, self.splits = 0, 1
             self.gpu_int_ranges = {}
+        elif (few_rows := split_keys(WHOLE_ROW_MAX_KEYS, seq_len * self.q_heads)[1] > 1) and keys <= WHOLE_ROW_MAX_KEYS:
+            self.whole_row = True
+            chunk, self.splits = MAX_CHUNK, 1
+            self.gpu_int_ranges = {position_id: (0, WHOLE_ROW_MAX_KEYS - seq_len)}
         else:
             chunk, self.splits, most_keys = split_grid(keys, seq_len * self.q_heads, self.max_context)
-            self.gpu_int_ranges = {self.args[self.input_pos_arg]: (0, most_keys - seq_len)}
+            # Few rows go back to whole_row when their keys fall to WHOLE_ROW_MAX_KEYS.
+            lowest = WHOLE_ROW_MAX_KEYS - seq_len + 1 if few_rows else 0
+            self.gpu_int_ranges = {position_id: (lowest, most_keys - seq_len)}
         self.write_params(
             self.params, struct.pack("<5If", seq_len, self.q_heads, self.kv_heads, chunk, self.splits, self.scale)
         )
@@ -237,10 +255,15 @@ class CausalAttention(OpHandler):
             threads = self.rows * self.q_heads * CPU_THREADS_PER_ROW
             recorder.dispatch(self.cpu_pipeline, self.cpu_group, *linear_grid(threads, CPU_WORKGROUP_SIZE))
             return
-        self.dispatch_sdpa(recorder, self.pipeline, self.group)
+        self.dispatch_sdpa(recorder, self.kernels)
 
-    def dispatch_sdpa(self, recorder, pipeline, group):
-        recorder.dispatch(pipeline, group, self.q_heads, self.rows, self.splits)
+    def dispatch_sdpa(self, recorder, kernels):
+        """Record the attention with `kernels` (sdpa_kernels' pairs) at the live sizes."""
+        split_kernel, whole_row_kernel = kernels
+        if self.whole_row:
+            recorder.dispatch(*whole_row_kernel, self.q_heads, self.rows)
+            return
+        recorder.dispatch(*split_kernel, self.q_heads, self.rows, self.splits)
         if self.splits > 1:
             recorder.dispatch(self.combine_pipeline, self.combine_group, self.q_heads, self.rows)
 
@@ -297,7 +320,7 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
     async def build(self):
         await self.rope.build()
         await self.build_attention(self.rope.xq_out, self.rope.xk_out, self.v)
-        self.rotating_pipeline, self.rotating_group = await self.sdpa_pipeline(self.q, self.k, self.v, rope=True)
+        self.rotating_kernels = await self.sdpa_kernels(self.q, self.k, self.v, rope=True)
 
     def resize(self):
         super().resize()
@@ -314,10 +337,10 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
 
     def record(self, recorder):
         if self.rows == 1:
-            self.dispatch_sdpa(recorder, self.rotating_pipeline, self.rotating_group)
+            self.dispatch_sdpa(recorder, self.rotating_kernels)
         elif self.rows:
             self.rope.record(recorder)
-            self.dispatch_sdpa(recorder, self.pipeline, self.group)
+            self.dispatch_sdpa(recorder, self.kernels)
 
 
 @register("llama.custom_sdpa.default")

@@ -235,7 +235,8 @@ class GraphRuntime:
     def _upload_constant(self, tensor: Tensor):
         self._check_constant(tensor)
         ref = tensor.constant
-        buffer = self.device.create_buffer(ref.size, STORAGE_USAGE, label=f"{tensor.label}.constant")
+        # Whole vec4s: kernels may read a constant as vec4s (the KV caches in sdpa.wgsl).
+        buffer = self.device.create_buffer((ref.size + 15) & ~15, STORAGE_USAGE, label=f"{tensor.label}.constant")
         aligned = ref.size & ~3
         self.device.write_buffer(buffer, self._data, data_offset=ref.offset, size=aligned)
         if aligned != ref.size:  # WebGPU writes whole words: pad the last few bytes

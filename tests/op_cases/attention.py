@@ -163,6 +163,11 @@ CASES = [
         [*consecutive(62, 1, 1, 1), (65, 64), *[(129 + i, 1) for i in range(3)], (20, 1), (21, 1)],
         140, q_heads=4, kv_heads=2, head_dim=16,
     ),
+    # Decode past the keys one workgroup per row takes (ops/attention.py's
+    # WHOLE_ROW_MAX_KEYS = 1,024: then split over workgroups and merged), and back below.
+    *attention_case(
+        "sdpa-kv-decode-past-whole-row", [*consecutive(1022, 1, 1, 1), (500, 1)], 1030, q_heads=4, kv_heads=2, head_dim=8
+    ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
     *attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.

@@ -1,0 +1,86 @@
+"""Decode attention as one `whole_row` dispatch or as the split pass plus its combine
+(wgsl/sdpa.wgsl, wgsl/sdpa_combine.wgsl), by number of keys: where
+ops/attention.py's WHOLE_ROW_MAX_KEYS should lie. Natively on wgpu-native's best adapter:
+
+    .venv/bin/python -m devtools.attention_probe
+
+One decode row of the Llama-3.2-1B geometry (32 query heads over 8 kv heads, head dim
+64) and of SmolLM2-135M's (9 over 3), 16 layers each with its own caches (as a step reads
+them: not all of them fit in the GPU's cache at long contexts), 10 steps in one submit
+(each dispatch waits for the one before, as in a decode step); the best of 3 submits, in
+µs per layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import struct
+import time
+
+from pywebgpu.gpu import UNIFORM_USAGE, request_device
+from pywebgpu.kernels import load_wgsl
+from pywebgpu.ops.attention import split_grid
+
+HEAD_DIM = 64
+LAYERS = 16
+STEPS = 10
+KEYS = (64, 128, 256, 512, 1024, 1536, 2048, 4096)
+GEOMETRIES = {"Llama-3.2-1B": (32, 8), "SmolLM2-135M": (9, 3)}
+
+
+async def main():
+    device = await request_device()
+    print(device.adapter.description)
+    constants = {"HEAD_DIM": HEAD_DIM, "UPDATE_CACHE": 1, "ROPE": 0}
+    source = load_wgsl("sdpa")
+    split_pipeline = await device.compute_pipeline(source, "sdpa", "main", constants)
+    whole_row_pipeline = await device.compute_pipeline(source, "sdpa.whole_row", "whole_row", constants)
+    combine_pipeline = await device.compute_pipeline(load_wgsl("sdpa_combine"), "sdpa_combine", constants={"HEAD_DIM": HEAD_DIM})
+    context = max(KEYS)
+
+    async def microseconds(recorder):
+        device.submit(recorder)
+        await device.synchronize()
+        best = math.inf
+        for _ in range(3):
+            started = time.perf_counter()
+            device.submit(recorder)
+            await device.synchronize()
+            best = min(best, time.perf_counter() - started)
+        return best / (STEPS * LAYERS) * 1e6
+
+    for geometry, (q_heads, kv_heads) in GEOMETRIES.items():
+        row_bytes = kv_heads * HEAD_DIM * 4
+        q = device.create_buffer(q_heads * HEAD_DIM * 4, label="q")
+        new = device.create_buffer(row_bytes, label="k, v")
+        out = device.create_buffer(q_heads * HEAD_DIM * 4, label="out")
+        partials = device.create_buffer(q_heads * 256 * (HEAD_DIM + 2) * 4, label="partials")
+        table = device.create_buffer(16, label="no rope table")
+        caches = [device.create_buffer(context * row_bytes, label=f"cache {i}") for i in range(2 * LAYERS)]
+        position = device.create_buffer(16, UNIFORM_USAGE, label="position")
+        params = device.create_buffer(32, UNIFORM_USAGE, label="params")
+        print(f"{geometry}: µs per layer (whole_row; split + combine)")
+        for keys in KEYS:
+            device.write_buffer(position, struct.pack("<4I", keys - 1, 0, 0, 0))
+            chunk, splits, _ = split_grid(keys, q_heads, context)
+            times = []
+            for whole_row in (True, False):
+                pipeline = whole_row_pipeline if whole_row else split_pipeline
+                layer_params = struct.pack("<5If", 1, q_heads, kv_heads, chunk, 1 if whole_row else splits, 1 / 8)
+                device.write_buffer(params, layer_params)
+                recorder = device.record()
+                for _ in range(STEPS):
+                    for layer in range(LAYERS):
+                        k_cache, v_cache = caches[2 * layer], caches[2 * layer + 1]
+                        buffers = [out, partials, q, new, new, k_cache, v_cache, params, position, table, position]
+                        recorder.dispatch(pipeline, device.bind_group(pipeline, buffers), q_heads, 1, 1 if whole_row else splits)
+                        if not whole_row and splits > 1:
+                            combine = device.bind_group(combine_pipeline, [out, partials, params, position])
+                            recorder.dispatch(combine_pipeline, combine, q_heads)
+                times.append(await microseconds(recorder))
+            print(f"  {keys:5} keys: {times[0]:6.1f}; {times[1]:6.1f} ({splits} splits)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
