@@ -282,12 +282,43 @@ fn dot_words(
   );
 }
 
-// --- gemv_coop: a team of COOP_THREADS threads computes one output of one row of x -------
-// The GPU decode kernel: the team's threads read consecutive words of their weight row
-// (coalesced), each sums its share of the row with every word's group scale applied, and
-// the partial sums are added in workgroup memory. COOP_ROWS outputs per workgroup.
-// Grid: (x, y) flatten the blocks of COOP_ROWS outputs, z = m.
+// --- gemv_coop, gemv_coop4: teams of COOP_THREADS threads, x staged in workgroup memory --
+// The GPU decode kernels. The workgroup first stages (up to STAGE_VECS vec4s at a time) the
+// x values its teams read: x as the linear sees it (silu(gate) * up, or x times the norm
+// weight), computed once per workgroup rather than once per output, and, with
+// X_RMS_NORM, the sum of squares of the norm's input. Then the team's threads read
+// consecutive words of their weight rows (coalesced), each sums its share with every
+// word's group scale applied, and the partial sums are added in workgroup memory.
+// Natively on an H200 at the 1B's shapes (`python -m devtools.gemv_probe`), against
+// reading x per output: q/k/v 21 vs 26 µs, the down projection (K = 8,192, silu) 36 vs
+// 40, gate/up 32-34 vs 35.
+// Grid: (x, y) flatten the blocks of a workgroup's outputs, z = m.
 const COOP_THREADS: u32 = 32u;
+const STAGE_VECS: u32 = 512u;  // 2,048 x values: 8 KiB of workgroup memory
+
+var<workgroup> x_stage: array<vec4<f32>, STAGE_VECS>;
+
+// x values [4 first, 4 (first + STAGE_VECS)) of the row at `x_row` into x_stage, by the
+// workgroup's `threads`; returns this thread's sum of squares of the norm's input over
+// them (X_RMS_NORM). Barriers must surround it.
+fn stage_x(thread: u32, threads: u32, x_row: u32, first: u32) -> f32 {
+  var squares = 0.0;
+  let count = min(STAGE_VECS, p.k / 4u - first);
+  for (var i = thread; i < count; i += threads) {
+    x_stage[i] = x_vec(x_row, first + i);
+    if (X_RMS_NORM) {
+      squares += x_squares(x_row, first + i);
+    }
+  }
+  return squares;
+}
+
+// The 8 staged x values at word w of the stage (xa, xb) times an unpacked word.
+fn dot_staged(word: u32, w: u32) -> f32 {
+  return dot_q4(word, x_stage[2u * w], x_stage[2u * w + 1u]);
+}
+
+// --- gemv_coop: a team per output, COOP_ROWS outputs per workgroup
 const COOP_ROWS: u32 = 8u;  // linear.py's COOP_ROWS
 
 var<workgroup> partial: array<f32, COOP_THREADS * COOP_ROWS>;
@@ -296,107 +327,119 @@ var<workgroup> partial_squares: array<f32, COOP_THREADS * COOP_ROWS>;  // X_RMS_
 @compute @workgroup_size(COOP_THREADS, COOP_ROWS)
 fn gemv_coop(
   @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(local_invocation_index) thread: u32,
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
   let n = (wg.x + wg.y * groups.x) * COOP_ROWS + lid.y;
+  let read_n = min(n, p.n - 1u);  // outputs past N read the last row, never written
   let m = wg.z;
   let x_row = x_row_start(m);
+  let row = read_n * p.weight_row_words;
   var sum = 0.0;
   var squares = 0.0;
-  if (n < p.n) {
-    let row = n * p.weight_row_words;
-    for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
-      let xa = x_vec(x_row, 2u * w);
-      let xb = x_vec(x_row, 2u * w + 1u);
-      if (X_RMS_NORM) {
-        squares += x_squares(x_row, 2u * w) + x_squares(x_row, 2u * w + 1u);
-      }
-      let word = weights[row + w];
-      let scale = scales[(w * 8u / p.group_size) * p.scale_stride + n];
-      sum += scale * (dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w)));
+  for (var first = 0u; first < p.k / 4u; first += STAGE_VECS) {
+    workgroupBarrier();  // the last stage is read
+    squares += stage_x(thread, COOP_THREADS * COOP_ROWS, x_row, first);
+    workgroupBarrier();
+    let first_word = first / 2u;
+    let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
+    for (var w = lid.x; w < words; w += COOP_THREADS) {
+      let k_word = first_word + w;
+      let scale = scales[(k_word * 8u / p.group_size) * p.scale_stride + read_n];
+      sum += scale * dot_staged(weights[row + k_word], w);
     }
   }
-  let slot = lid.y * COOP_THREADS + lid.x;
-  partial[slot] = sum;
-  partial_squares[slot] = squares;
+  partial[thread] = sum;
+  partial_squares[thread] = squares;
   for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
     workgroupBarrier();
     if (lid.x < stride) {
-      partial[slot] += partial[slot + stride];
-      if (X_RMS_NORM) {
-        partial_squares[slot] += partial_squares[slot + stride];
-      }
+      partial[thread] += partial[thread + stride];
     }
   }
+  if (X_RMS_NORM) {
+    sum_squares(thread, COOP_THREADS * COOP_ROWS);
+  }
   if (lid.x == 0u && n < p.n) {
-    var total = partial[slot];
+    var total = partial[thread];
     if (X_RMS_NORM) {
-      total *= inverse_rms(partial_squares[slot]);
+      total *= inverse_rms(partial_squares[0]);
     }
     store(m, n, total);
   }
 }
 
-// --- gemv_coop4: a team of COOP_THREADS threads computes COOP4_OUTPUTS outputs ---------
-// For GPUs and large N (the LM head): each x value a thread loads serves 4 weight rows,
-// and a workgroup covers COOP4_TEAMS * 4 consecutive outputs (their scales share cache
-// lines). With few outputs it leaves the GPU underfilled: gemv_coop is faster there
-// (linear.py chooses; H200, N = 128,256, K = 2,048: 96 us vs 137 us).
-// Grid: (x, y) flatten the blocks of COOP4_TEAMS * COOP4_OUTPUTS outputs, z = m.
+// X_RMS_NORM: partial_squares[0] <- the sum of the workgroup's `threads` partial squares
+// (each staged x value was squared by one thread), after a barrier.
+fn sum_squares(thread: u32, threads: u32) {
+  for (var stride = threads / 2u; stride > 0u; stride /= 2u) {
+    workgroupBarrier();
+    if (thread < stride) {
+      partial_squares[thread] += partial_squares[thread + stride];
+    }
+  }
+  workgroupBarrier();
+}
+
+// --- gemv_coop4: a team per 4 outputs, COOP4_TEAMS teams per workgroup
+// For large N (the gate/up linear, the LM head): each staged x value a thread reads serves
+// 4 weight rows, and a workgroup covers COOP4_TEAMS * 4 consecutive outputs (their scales
+// share cache lines). With few outputs it leaves the GPU underfilled: gemv_coop is faster
+// there (linear.py chooses; H200, N = 128,256, K = 2,048: 96 us vs 137 us).
 const COOP4_TEAMS: u32 = 4u;
 const COOP4_OUTPUTS: u32 = 4u;  // linear.py's COOP4_OUTPUTS_PER_WORKGROUP = 16
 
 var<workgroup> partial4: array<vec4<f32>, COOP_THREADS * COOP4_TEAMS>;
-var<workgroup> partial4_squares: array<f32, COOP_THREADS * COOP4_TEAMS>;  // X_RMS_NORM
 
 @compute @workgroup_size(COOP_THREADS, COOP4_TEAMS)
 fn gemv_coop4(
   @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(local_invocation_index) thread: u32,
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
   let n0 = ((wg.x + wg.y * groups.x) * COOP4_TEAMS + lid.y) * COOP4_OUTPUTS;
   let m = wg.z;
   let x_row = x_row_start(m);
+  let row0 = weight_row(n0);
+  let row1 = weight_row(n0 + 1u);
+  let row2 = weight_row(n0 + 2u);
+  let row3 = weight_row(n0 + 3u);
   var sum = vec4<f32>();
   var squares = 0.0;
-  if (n0 < p.n) {
-    let row0 = weight_row(n0);
-    let row1 = weight_row(n0 + 1u);
-    let row2 = weight_row(n0 + 2u);
-    let row3 = weight_row(n0 + 3u);
-    for (var w = lid.x; w < p.k / 8u; w += COOP_THREADS) {
-      let xa = x_vec(x_row, 2u * w);
-      let xb = x_vec(x_row, 2u * w + 1u);
-      if (X_RMS_NORM) {
-        squares += x_squares(x_row, 2u * w) + x_squares(x_row, 2u * w + 1u);
-      }
-      let scale = (w * 8u / p.group_size) * p.scale_stride + n0;
+  for (var first = 0u; first < p.k / 4u; first += STAGE_VECS) {
+    workgroupBarrier();  // the last stage is read
+    squares += stage_x(thread, COOP_THREADS * COOP4_TEAMS, x_row, first);
+    workgroupBarrier();
+    let first_word = first / 2u;
+    let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
+    for (var w = lid.x; w < words; w += COOP_THREADS) {
+      let k_word = first_word + w;
+      let scale = (k_word * 8u / p.group_size) * p.scale_stride + n0;
       sum += vec4<f32>(
-        dot_q4(weights[row0 + w], xa, xb),
-        dot_q4(weights[row1 + w], xa, xb),
-        dot_q4(weights[row2 + w], xa, xb),
-        dot_q4(weights[row3 + w], xa, xb),
+        dot_staged(weights[row0 + k_word], w),
+        dot_staged(weights[row1 + k_word], w),
+        dot_staged(weights[row2 + k_word], w),
+        dot_staged(weights[row3 + k_word], w),
       ) * scales4(scale);
     }
   }
-  let slot = lid.y * COOP_THREADS + lid.x;
-  partial4[slot] = sum;
-  partial4_squares[slot] = squares;
+  partial4[thread] = sum;
+  partial_squares[thread] = squares;
   for (var stride = COOP_THREADS / 2u; stride > 0u; stride /= 2u) {
     workgroupBarrier();
     if (lid.x < stride) {
-      partial4[slot] += partial4[slot + stride];
-      if (X_RMS_NORM) {
-        partial4_squares[slot] += partial4_squares[slot + stride];
-      }
+      partial4[thread] += partial4[thread + stride];
     }
   }
+  if (X_RMS_NORM) {
+    sum_squares(thread, COOP_THREADS * COOP4_TEAMS);
+  }
   if (lid.x == 0u) {
-    var total = partial4[slot];
+    var total = partial4[thread];
     if (X_RMS_NORM) {
-      total *= inverse_rms(partial4_squares[slot]);
+      total *= inverse_rms(partial_squares[0]);
     }
     for (var j = 0u; j < COOP4_OUTPUTS; j++) {
       if (n0 + j < p.n) {

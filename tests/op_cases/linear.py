@@ -245,6 +245,16 @@ CASES = [
         (r(1, 64, seed=10) * 3.0,),
         expect_ops=("rms_norm + linear_q4gsw (fused)",),
     ),
+    # x rows longer than the GPU decode kernels stage at a time (2,048 values): several
+    # stages, the last one partial, for each kernel and x transform.
+    *both_kernel_sets("linear-q4gsw-gemv-k4160", linear_4w(4160, 24, seed=36), (r(1, 4160),)),
+    *both_kernel_sets(
+        "linear-q4gsw-norm-then-wide-k2080",
+        NormThen(2080, linear_4w(2080, 16400, seed=37), seed=37),
+        (r(1, 2080, seed=11),),
+        expect_ops=("rms_norm + linear_q4gsw (fused)",),
+    ),
+    *both_kernel_sets("linear-q4gsw-mlp-hidden2112", Mlp(64, 2112, seed=38), (r(1, 1, 64, seed=12),), expect_ops=MLP_FUSED),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
     *both_kernel_sets("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),

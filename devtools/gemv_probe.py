@@ -1,0 +1,87 @@
+"""The GPU decode GEMVs (wgsl/linear_q4gsw.wgsl's `gemv_coop` and `gemv_coop4`) at the
+decode linears' shapes of Llama-3.2-1B and SmolLM2-135M, with the x transforms the runtime
+fuses into them (RMSNorm, silu(gate) * up, the residual), natively on wgpu-native's best
+adapter: what ops/linear.py's choice of kernel (COOP4_MIN_N) rests on.
+
+    .venv/bin/python -m devtools.gemv_probe
+
+Each shape runs as 16 layers with their own weights (as a step streams them, not from the
+GPU's cache), 10 steps in one submit (each dispatch waits for the one before, as in a
+decode step); the best of 5 submits, in µs per dispatch, and the weights' and scales'
+bytes over that time. Weights are zeros: the kernels' speed does not depend on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import struct
+import time
+from array import array
+
+from pywebgpu.gpu import UNIFORM_USAGE, linear_grid, request_device
+from pywebgpu.kernels import load_wgsl
+from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS
+
+LAYERS = 16
+STEPS = 10
+GROUP_SIZE = 32
+NORM = {"X_RMS_NORM": True, "RMS_EPS": 1e-5}
+RESIDUAL = {"HAS_RESIDUAL": True}
+SILU_RESIDUAL = {"X_SILU_MUL": True, "HAS_RESIDUAL": True}
+SHAPES = {  # (N, K, constants)
+    "1B q/k/v": (3072, 2048, NORM),
+    "1B o": (2048, 2048, RESIDUAL),
+    "1B gate/up": (16384, 2048, NORM),
+    "1B down": (2048, 8192, SILU_RESIDUAL),
+    "SmolLM2 q/k/v": (960, 576, NORM),
+    "SmolLM2 gate/up": (3072, 576, NORM),
+    "SmolLM2 down": (576, 1536, SILU_RESIDUAL),
+}
+KERNELS = {"gemv_coop": COOP_ROWS, "gemv_coop4": COOP4_OUTPUTS_PER_WORKGROUP}  # outputs per workgroup
+
+
+async def main():
+    device = await request_device()
+    print(device.adapter.description)
+    source = load_wgsl("linear_q4gsw")
+
+    async def microseconds(recorder):
+        device.submit(recorder)
+        await device.synchronize()
+        best = math.inf
+        for _ in range(5):
+            started = time.perf_counter()
+            device.submit(recorder)
+            await device.synchronize()
+            best = min(best, time.perf_counter() - started)
+        return best / (STEPS * LAYERS) * 1e6
+
+    for name, (n, k, constants) in SHAPES.items():
+        x_values = 2 * k if constants.get("X_SILU_MUL") else k
+        x = device.create_buffer_with_data(array("f", [0.01] * x_values), label="x")
+        side = device.create_buffer_with_data(array("f", [1.0] * max(n, k)), label="norm weight or residual")
+        out = device.create_buffer(n * 4, label="out")
+        spares = [device.create_buffer(4, label="spare") for _ in range(2)]
+        params = struct.pack("<8I", 1, n, k, k // 8, n, GROUP_SIZE, n, n)
+        params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
+        layers = [(device.create_buffer(n * k // 2), device.create_buffer(n * k // GROUP_SIZE * 4)) for _ in range(LAYERS)]
+        weight_bytes = n * k // 2 + n * k // GROUP_SIZE * 4
+        timings = []
+        for kernel, per_workgroup in KERNELS.items():
+            pipeline = await device.compute_pipeline(source, kernel, entry_point=kernel, constants=constants)
+            groups = [
+                device.bind_group(pipeline, {0: out, 1: x, 2: w, 3: s, 4: s, 5: params, 6: side, 7: spares[0], 8: spares[1]})
+                for w, s in layers
+            ]
+            recorder = device.record()
+            for _ in range(STEPS):
+                for group in groups:
+                    recorder.dispatch(pipeline, group, *linear_grid(-(-n // per_workgroup), 1), 1)
+            us = await microseconds(recorder)
+            timings.append(f"{kernel} {us:5.1f} µs ({weight_bytes / us / 1e3:5.0f} GB/s)")
+        print(f"{name:16} N {n:6} K {k:5}: " + "   ".join(timings), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
