@@ -133,8 +133,8 @@ def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[t
     rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False) for n in decode_contexts]
     rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False) for n in decode_contexts]
     rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False) for n in decode_contexts]
+    rows += [(f"dispatches per decode token @{n}", ("decode", str(n), "dispatches_per_token"), 1, False) for n in decode_contexts]
     rows += [
-        ("dispatches per decode token", ("dispatches_per_decode_token",), 1, False),
         ("GPU memory (MiB)", ("gpu_memory_bytes",), 2**-20, False),
         ("model load (s)", ("load_s",), 1, False),
     ]

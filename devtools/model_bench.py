@@ -63,7 +63,7 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
     """`count` greedy decode steps from `position`, as ChatSession decodes greedily: the
     steps run `run_ahead` ahead of the host (each takes its token on the GPU from the
     step before). Returns (tokens, wall s for all, host s per submitted step, of which
-    s in device.submit)."""
+    s in device.submit, dispatches of the last step)."""
     tokens, hosts, submits = [], [], []
     started = _now()
     steps = deque([model.start_next_token_candidates([first_token], position, k=1)])
@@ -76,7 +76,7 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
             submits.append(clock.seconds)
             submitted += 1
         tokens.append((await steps.popleft())[0][1])
-    return tokens, _now() - started, hosts, submits
+    return tokens, _now() - started, hosts, submits, clock.dispatches
 
 
 async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float | None:
@@ -141,11 +141,10 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         raise ValueError(f"the prompt has {len(prompt_tokens)} tokens, the benchmark needs {needed}")
 
     # Warm-up (first-run costs: lazily built top-k reducer, driver caches), and the
-    # dispatch counts of a decode step and of a prefill call, untimed.
+    # dispatch count of a prefill call, untimed.
     first, _ = await _step(model, prompt_tokens[:8], 0, clock)
     prefill_dispatches = clock.dispatches
     await _step(model, [first], 8, clock)
-    decode_dispatches = clock.dispatches
 
     result = {
         "adapter": device.adapter.description,
@@ -153,7 +152,6 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         "is_fallback_adapter": device.adapter.is_fallback,
         "features": sorted(device.features),
         "gpu_memory_bytes": device.allocated_bytes,
-        "dispatches_per_decode_token": decode_dispatches,
         "dispatches_per_prefill_call": prefill_dispatches,
         "decode_run_ahead_steps": run_ahead,
         "prefill": {},
@@ -177,7 +175,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         first, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, submit_ms, generated = [], [], [], None
         for rep in range(reps):
-            generated, seconds, hosts, submits = await _decode(model, first, context, decode_tokens, clock, run_ahead)
+            generated, seconds, hosts, submits, dispatches = await _decode(model, first, context, decode_tokens, clock, run_ahead)
             speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
             submit_ms.append(1000 * median(submits))
@@ -192,6 +190,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
             "host_ms_per_token": median(host_ms),
             "submit_ms_per_token": median(submit_ms),
             "gpu_ms_per_token": gpu_ms,
+            "dispatches_per_token": dispatches,  # the last step's: attention's depend on the keys
             "runs_tokens_per_s": speeds,
             "greedy_continuation": [first] + generated,
         }
