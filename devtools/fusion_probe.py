@@ -38,9 +38,10 @@ async def main():
         weights = device.create_buffer(n * K // 2, label="weights")
         scales = device.create_buffer(n * K // GROUP_SIZE * 4, label="scales")
         out = device.create_buffer(n * 4, label="out")
-        params = struct.pack("<8I", 1, n, K, K // 8, n, GROUP_SIZE, 0, 0)
+        params = struct.pack("<8I", 1, n, K, K // 8, n, GROUP_SIZE, n, n)  # all n outputs to `out`
         params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
-        return device.bind_group(pipeline, [out, x, weights, scales, scales, params, scales]), -(-n // COOP_ROWS)
+        spares = [device.create_buffer(4, label="spare output") for _ in range(2)]
+        return device.bind_group(pipeline, [out, x, weights, scales, scales, params, scales, *spares]), -(-n // COOP_ROWS)
 
     async def microseconds(dispatches):
         recorder = device.record()
