@@ -289,9 +289,10 @@ fn dot_words(
 // X_RMS_NORM, the sum of squares of the norm's input. Then the team's threads read
 // consecutive words of their weight rows (coalesced), each sums its share with every
 // word's group scale applied, and the partial sums are added in workgroup memory.
-// Natively on an H200 at the 1B's shapes (`python -m devtools.gemv_probe`), against
-// reading x per output: q/k/v 21 vs 26 µs, the down projection (K = 8,192, silu) 36 vs
-// 40, gate/up 32-34 vs 35 (before the unrolling below).
+// Natively on an H200 at the 1B's shapes, against reading x per output (scratch
+// variants, BENCHMARKS.md): q/k/v 21 vs 26 µs, the down projection (K = 8,192, silu) 36
+// vs 40, gate/up 32-34 vs 35 (before the unrolling below; `python -m devtools.gemv_probe`
+// times the kernels as they are).
 // Grid: (x, y) flatten the blocks of a workgroup's outputs, z = m.
 const COOP_THREADS: u32 = 32u;
 const STAGE_VECS: u32 = 512u;  // 2,048 x values: 8 KiB of workgroup memory

@@ -2,23 +2,24 @@
 // two passes (the second, sdpa_combine.wgsl, merges split results).
 //
 // Layouts (contiguous): q and out [S, Hq, D]; k and v [S, Hkv, D] (this call's new keys
-// and values); k_cache and v_cache [C, Hkv, D], read as vec4s (one load each where D is a
-// multiple of 4: 2-3x faster on GPUs than four scalar loads; their buffers hold whole vec4s). Query row s sits at absolute position
-// input_pos + s and attends keys [0, input_pos + s]; query head h reads kv head
-// h / (Hq / Hkv). Keys below `cached_len` come from the caches, later ones from k/v.
+// and values); k_cache and v_cache [C, Hkv, D], read as vec4s (their buffers hold whole
+// vec4s): one load where D is a multiple of 4, up to 1.7x faster on an H200 than four
+// scalar loads. Query row s sits at absolute position input_pos + s and attends keys
+// [0, input_pos + s]; query head h reads kv head h / (Hq / Hkv). Keys below
+// `cached_len` come from the caches, later ones from k/v.
 //
 // With UPDATE_CACHE the same dispatch also stores k/v at cache rows
 // [input_pos, input_pos + S) (sdpa_with_kv_cache), with cached_len = input_pos: the
 // attention never reads the rows being written, so one dispatch does both without a
 // race. Without it (custom_sdpa after update_cache ops) cached_len covers every key.
 //
-// Two entry points. `main`, grid (Hq, S, splits): a workgroup takes one query head and row and the keys
-// [split * chunk, (split + 1) * chunk) of that row (split-KV, so that a single decode
-// row still fills the GPU). Its keys' scores fit in workgroup memory, so the softmax
-// needs no rescaling: scores, their max, exp(score - max) and its sum, then the
-// weighted sum of values. With one split that is the output; with several, (max, sum,
-// weighted values) go to `partials` for the combine pass. `whole_row`, grid (Hq, S): a
-// larger workgroup takes one query head and row and all its keys (up to MAX_CHUNK), so
+// Two entry points. `main`, grid (Hq, S, splits): a workgroup takes one query head and
+// row and the keys [split * chunk, (split + 1) * chunk) of that row (split-KV, so that a
+// single decode row still fills the GPU). Its keys' scores fit in workgroup memory, so
+// the softmax needs no rescaling: scores, their max, exp(score - max) and its sum, then
+// the weighted sum of values. With one split that is the output; with several, (max,
+// sum, weighted values) go to `partials` for the combine pass. `whole_row`, grid (Hq, S):
+// a larger workgroup takes one query head and row and all its keys (up to MAX_CHUNK), so
 // that a decode step's attention is one dispatch with no combine pass (attention.py picks
 // it where that is faster: rows of up to WHOLE_ROW_MAX_KEYS keys).
 //

@@ -15,9 +15,9 @@ query head h reads kv head h // (q_heads / kv_heads) (grouped-query attention).
 On GPUs, when there are too few rows and heads to fill the GPU (decode), a row of up to
 WHOLE_ROW_MAX_KEYS keys is one larger workgroup that walks them all (`whole_row`); past
 that its keys are split over several workgroups and a second, small dispatch merges the
-splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has room for
-more keys than the present ones: a decode step whose keys still fit it changes nothing
-here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
+splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has
+room for more keys than the present ones: a decode step whose keys still fit it changes
+nothing here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
 and head walks all the row's keys with no barriers (which cost more than the arithmetic
 there), after buffer copies have put this call's keys and values into the caches.
@@ -49,9 +49,9 @@ MAX_KEYS = MAX_CHUNK * MAX_SPLITS
 TARGET_WORKGROUPS = 1024
 # Rows that would be split run sdpa.wgsl's whole_row up to this many keys (at most
 # MAX_CHUNK): one dispatch instead of the split pass and the combine. Natively on an H200
-# (`python -m devtools.attention_probe`), µs per layer, whole_row vs split + combine: 18
-# vs 30 at 128 keys, 26 vs 32 at 512, 36 vs 35 at 1,024 (the 1B's 32 heads), 23 vs 30
-# at 512 and 28-32 vs 24-30 at 1,024 (SmolLM2's 9); in a browser a dispatch costs more.
+# (`python -m devtools.attention_probe`), µs per layer, whole_row vs split + combine, the
+# 1B's 32 heads: 21 vs 35 at 128 keys, 29 vs 37 at 512, 39 vs 39 at 1,024, 60 vs 48 at
+# 2,048; SmolLM2's 9: 22 vs 34, 26 vs 34, 33 vs 36, 53 vs 29.
 WHOLE_ROW_MAX_KEYS = 1024
 
 
@@ -229,6 +229,7 @@ class CausalAttention(OpHandler):
             chunk, self.splits = 0, 1
             self.gpu_int_ranges = {}
         elif (few_rows := split_keys(WHOLE_ROW_MAX_KEYS, seq_len * self.q_heads)[1] > 1) and keys <= WHOLE_ROW_MAX_KEYS:
+            # Rows the split grid would spread over workgroups: whole_row while it is faster.
             self.whole_row = True
             chunk, self.splits = MAX_CHUNK, 1
             self.gpu_int_ranges = {position_id: (0, WHOLE_ROW_MAX_KEYS - seq_len)}
