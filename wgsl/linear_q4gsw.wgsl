@@ -21,8 +21,7 @@
 // - X_RMS_NORM (gemv_coop and gemv_coop4 only): x is an RMSNorm's input and the kernel
 //   applies the norm itself: x * side (the norm weight, [K]) is read in place of x, and
 //   the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum of
-//   squares gathered by the same threads and reduction as the dot product (decode's
-//   RMSNorm costs no dispatch).
+//   squares gathered as the workgroup stages x (decode's RMSNorm costs no dispatch).
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override X_SILU_MUL: bool = false;
