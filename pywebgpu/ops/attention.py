@@ -194,23 +194,29 @@ class CausalAttention(OpHandler):
             kernels.append((pipeline, self.graph.device.bind_group(pipeline, buffers)))
         return tuple(kernels)
 
+    def runs_cpu_kernel(self) -> bool:
+        """Whether this op runs sdpa_cpu.wgsl (CPU adapters, where it can); else sdpa.wgsl.
+        Fixed at load, as the kernel set is: only that kernel's pipelines are built."""
+        usable = self.cpu_kernels and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
+        return self.kernel_set == "cpu" and usable and "subgroups" in self.graph.device.features
+
     async def build_attention(self, q, k, v):
         device = self.graph.device
-        self.partials = _shared_scratch(self.graph)
         self.position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
         self.params = self.params_buffer(32)
-        self.kernels = await self.sdpa_kernels(q, k, v)
         constants = {"HEAD_DIM": self.head_dim}
-        self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
-        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
-        self.cpu_pipeline = None
-        usable = self.cpu_kernels and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
-        if usable and "subgroups" in device.features:
+        self.on_cpu = self.runs_cpu_kernel()
+        if self.on_cpu:
             self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
             self.cpu_group = device.bind_group(
                 self.cpu_pipeline,
                 {0: self.out.buffer, 2: q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position},
             )
+            return
+        self.partials = _shared_scratch(self.graph)
+        self.kernels = await self.sdpa_kernels(q, k, v)
+        self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
+        self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
 
     def resize_attention(self):
         """Set the output size, the key split and the parameters, and the positions that
@@ -221,7 +227,6 @@ class CausalAttention(OpHandler):
         if input_pos < 0 or keys > self.max_context:
             self.fail(f"positions [{input_pos}, {keys}) exceed the cache's {self.max_context}")
         self.set_sizes(self.out, self.q.sizes)
-        self.on_cpu = self.kernel_set == "cpu" and self.cpu_pipeline is not None
         self.whole_row = False
         position_id = self.args[self.input_pos_arg]
         if self.on_cpu:

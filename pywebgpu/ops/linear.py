@@ -44,6 +44,9 @@ ELEMENTWISE_WORKGROUP = 256
 GEMV_ROWS = 4  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
+# The entry points each kind of adapter runs: only those are built (the kind is fixed at
+# load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
+KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4", "gemm")}
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -103,9 +106,7 @@ class LinearQ4gsw(OpHandler):
     async def build(self):
         self.params = self.params_buffer(32)
         self.packed = self.packed_buffers()
-        self.kernels = {}
-        for kernel in ("gemv", "gemv_rows", "gemv_coop", "gemv_coop4", "gemm"):
-            self.kernels[kernel] = await self.make_kernel(kernel)
+        self.kernels = {kernel: await self.make_kernel(kernel) for kernel in KERNELS_BY_SET[self.kernel_set]}
 
     async def make_kernel(self, kernel: str, norm=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
@@ -303,7 +304,8 @@ class RmsNormLinear(OpHandler):
     async def build(self):
         await self.norm.build()
         await self.linear.build()
-        self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in self.FUSED_KERNELS}
+        fused = [kernel for kernel in self.FUSED_KERNELS if kernel in KERNELS_BY_SET[self.kernel_set]]
+        self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
 
     def resize(self):
         self.norm.resize()
