@@ -261,6 +261,26 @@ fn workgroup_sum(thread: u32, threads: u32, value: f32) -> f32 {
   return result;
 }
 
+// weights[i] <- exp(score of key first + i - their max) for i < count, by the workgroup's
+// `threads` threads (it holds barriers, which also publish weights[]); returns (that max,
+// the sum of the weights).
+fn softmax_weights(thread: u32, threads: u32, first: u32, count: u32, kv_head: u32) -> vec2<f32> {
+  var thread_max = LOWEST;
+  for (var i = thread; i < count; i += threads) {
+    let s = score(first + i, kv_head);
+    weights[i] = s;
+    thread_max = max(thread_max, s);
+  }
+  let max_score = workgroup_max(thread, threads, thread_max);
+  var thread_sum = 0.0;
+  for (var i = thread; i < count; i += threads) {
+    let w = exp(weights[i] - max_score);
+    weights[i] = w;
+    thread_sum += w;
+  }
+  return vec2<f32>(max_score, workgroup_sum(thread, threads, thread_sum));
+}
+
 // scaled_q <- this row and head's q (rotated with ROPE) times the scale. By the threads
 // below DIM_GROUPS; a barrier must follow before scaled_q is read.
 fn load_scaled_q(thread: u32, q_base: u32, row: u32) {
@@ -332,20 +352,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   }
   workgroupBarrier();
 
-  var thread_max = LOWEST;
-  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
-    let s = score(first + i, kv_head);
-    weights[i] = s;
-    thread_max = max(thread_max, s);
-  }
-  let max_score = workgroup_max(thread, WORKGROUP_SIZE, thread_max);
-  var thread_sum = 0.0;
-  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
-    let w = exp(weights[i] - max_score);
-    weights[i] = w;
-    thread_sum += w;
-  }
-  let weight_sum = workgroup_sum(thread, WORKGROUP_SIZE, thread_sum);  // its barriers also publish weights[]
+  let softmax = softmax_weights(thread, WORKGROUP_SIZE, first, count, kv_head);
+  let max_score = softmax.x;
+  let weight_sum = softmax.y;
 
   let dim_group = thread % DIM_GROUPS;
   let subset = thread / DIM_GROUPS;
@@ -379,20 +388,7 @@ fn whole_row(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_
   }
   workgroupBarrier();
 
-  var thread_max = LOWEST;
-  for (var i = thread; i < keys; i += ROW_THREADS) {
-    let s = score(i, kv_head);
-    weights[i] = s;
-    thread_max = max(thread_max, s);
-  }
-  let max_score = workgroup_max(thread, ROW_THREADS, thread_max);
-  var thread_sum = 0.0;
-  for (var i = thread; i < keys; i += ROW_THREADS) {
-    let w = exp(weights[i] - max_score);
-    weights[i] = w;
-    thread_sum += w;
-  }
-  let weight_sum = workgroup_sum(thread, ROW_THREADS, thread_sum);  // publishes weights[]
+  let weight_sum = softmax_weights(thread, ROW_THREADS, 0u, keys, kv_head).y;
 
   let dim_group = thread % DIM_GROUPS;
   let subset = thread / DIM_GROUPS;
