@@ -14,13 +14,13 @@ them: not all of them fit in the GPU's cache at long contexts), 10 steps in one 
 from __future__ import annotations
 
 import asyncio
-import math
 import struct
-import time
 
 from pywebgpu.gpu import UNIFORM_USAGE, request_device
 from pywebgpu.kernels import load_wgsl
 from pywebgpu.ops.attention import split_grid
+
+from .probe_timing import best_submit_seconds
 
 HEAD_DIM = 64
 LAYERS = 16
@@ -38,17 +38,6 @@ async def main():
     whole_row_pipeline = await device.compute_pipeline(source, "sdpa.whole_row", "whole_row", constants)
     combine_pipeline = await device.compute_pipeline(load_wgsl("sdpa_combine"), "sdpa_combine", constants={"HEAD_DIM": HEAD_DIM})
     context = max(KEYS)
-
-    async def microseconds(recorder):
-        device.submit(recorder)
-        await device.synchronize()
-        best = math.inf
-        for _ in range(3):
-            started = time.perf_counter()
-            device.submit(recorder)
-            await device.synchronize()
-            best = min(best, time.perf_counter() - started)
-        return best / (STEPS * LAYERS) * 1e6
 
     for geometry, (q_heads, kv_heads) in GEOMETRIES.items():
         row_bytes = kv_heads * HEAD_DIM * 4
@@ -78,7 +67,7 @@ async def main():
                         if not whole_row and splits > 1:
                             combine = device.bind_group(combine_pipeline, [out, partials, params, position])
                             recorder.dispatch(combine_pipeline, combine, q_heads)
-                times.append(await microseconds(recorder))
+                times.append(await best_submit_seconds(device, recorder) / (STEPS * LAYERS) * 1e6)
             print(f"  {keys:5} keys: {times[0]:6.1f}; {times[1]:6.1f} ({splits} splits)")
 
 

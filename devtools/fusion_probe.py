@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, request_device
 from pywebgpu.kernels import load_wgsl
+
+from .probe_timing import best_submit_seconds
 
 K = 2048  # the 1B geometry's model dim
 GROUP_SIZE = 32
@@ -48,15 +49,7 @@ async def main():
         for _ in range(REPS):
             for group, workgroups in dispatches:
                 recorder.dispatch(pipeline, group, workgroups)
-        device.submit(recorder)
-        await device.synchronize()
-        best = float("inf")
-        for _ in range(3):
-            started = time.perf_counter()
-            device.submit(recorder)
-            await device.synchronize()
-            best = min(best, (time.perf_counter() - started) / REPS)
-        return best * 1e6
+        return await best_submit_seconds(device, recorder) / REPS * 1e6
 
     q, k, v, qkv = linear(2048), linear(512), linear(512), linear(3072)
     gate, up, gate_up = linear(8192), linear(8192), linear(16384)

@@ -14,14 +14,14 @@ bytes over that time. Weights are zeros: the kernels' speed does not depend on t
 from __future__ import annotations
 
 import asyncio
-import math
 import struct
-import time
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, linear_grid, request_device
 from pywebgpu.kernels import load_wgsl
 from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS
+
+from .probe_timing import best_submit_seconds
 
 LAYERS = 16
 STEPS = 10
@@ -46,17 +46,6 @@ async def main():
     print(device.adapter.description)
     source = load_wgsl("linear_q4gsw")
 
-    async def microseconds(recorder):
-        device.submit(recorder)
-        await device.synchronize()
-        best = math.inf
-        for _ in range(5):
-            started = time.perf_counter()
-            device.submit(recorder)
-            await device.synchronize()
-            best = min(best, time.perf_counter() - started)
-        return best / (STEPS * LAYERS) * 1e6
-
     for name, (n, k, constants) in SHAPES.items():
         x_values = 2 * k if constants.get("X_SILU_MUL") else k
         x = device.create_buffer_with_data(array("f", [0.01] * x_values), label="x")
@@ -78,7 +67,7 @@ async def main():
             for _ in range(STEPS):
                 for group in groups:
                     recorder.dispatch(pipeline, group, *linear_grid(-(-n // per_workgroup), 1), 1)
-            us = await microseconds(recorder)
+            us = await best_submit_seconds(device, recorder, tries=5) / (STEPS * LAYERS) * 1e6
             timings.append(f"{kernel} {us:5.1f} µs ({weight_bytes / us / 1e3:5.0f} GB/s)")
         print(f"{name:16} N {n:6} K {k:5}: " + "   ".join(timings), flush=True)
 
