@@ -13,20 +13,30 @@ import torch
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
 # What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
-# the attention norm and q, k and v as one linear; the MLP norm and gate and up as one,
-# which the down projection reads as silu(gate) * up, adding the residual; the attention
-# output projection adding the residual; the final norm and the LM head; RoPE reading its
-# tables at the position, inside attention where the kernels for GPUs run.
+# the attention norm and q, k and v as one linear; the MLP norm and gate and up as one;
+# where the kernels for GPUs run, the down projection reads that as silu(gate) * up,
+# adding the residual (on CPU adapters silu · mul keeps its own op, and the down
+# projection adds the residual like the attention output projection); the final norm
+# and the LM head; RoPE reading its tables at the position, inside attention where the
+# kernels for GPUs run.
 _LINEARS = (
     "rms_norm + linear_q4gsw x3 (fused)",
-    "rms_norm + linear_q4gsw gate|up (fused)",
     "rms_norm + linear_q4gsw (fused)",
-    "silu_mul + linear_q4gsw + add (fused)",
     "linear_q4gsw + add (fused)",
 )
 FUSED_OPS = {
-    "cpu": (*_LINEARS, "apply_rotary_emb at position (fused)"),
-    "gpu": (*_LINEARS, "rope + sdpa_with_kv_cache (fused)"),
+    "cpu": (
+        *_LINEARS,
+        "rms_norm + linear_q4gsw x2 (fused)",
+        "silu_mul (fused)",
+        "apply_rotary_emb at position (fused)",
+    ),
+    "gpu": (
+        *_LINEARS,
+        "rms_norm + linear_q4gsw gate|up (fused)",
+        "silu_mul + linear_q4gsw + add (fused)",
+        "rope + sdpa_with_kv_cache (fused)",
+    ),
 }
 
 

@@ -91,9 +91,10 @@ fn inverse_rms(sum_squares: f32) -> f32 {
   return inverseSqrt(sum_squares / f32(p.k) + RMS_EPS);
 }
 
-// The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd).
-// Converted through i32: on CPU adapters an unsigned conversion to f32 takes several
-// SIMD instructions, a signed one a single one (the nibbles are small either way).
+// The 8 signed 4-bit values of a word, split by parity of k (matching x_even / x_odd), for
+// the kernels for GPUs (those for CPU adapters unpack by masks: see gemv). Converted
+// through i32: a signed conversion to f32 is one instruction where an unsigned one may
+// take several (the nibbles are small either way).
 fn q4_even(word: u32) -> vec4<f32> {
   let bytes = vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u);
   return vec4<f32>(bitcast<vec4<i32>>(bytes & vec4<u32>(0xFu))) - 8.0;
@@ -134,7 +135,7 @@ fn scales4(first: u32) -> vec4<f32> {
   return vec4<f32>(scales[first], scales[first + 1u], scales[first + 2u], scales[first + 3u]);
 }
 
-// --- gemv, gemv_rows: no shared memory, no barriers ----------------------------------
+// --- gemv, gemv_rows: no shared memory, no barriers, no shifts -----------------------
 // Workgroups that reduce over K with barriers cost far more than the arithmetic on
 // CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's invocations one
 // SIMD batch after another. There every thread walks its own weight rows word by word;
@@ -147,14 +148,52 @@ fn scales4(first: u32) -> vec4<f32> {
 // 128 rows: 2x faster than the tiled GEMM, whose barriers cost more than they save).
 // Accumulators are scalars or vectors, never private arrays indexed in a loop
 // (SwiftShader spills those: ~1.8x slower).
+//
+// Nibbles are taken out of a word by masks alone (q4_places_lo / _hi), never shifted:
+// SwiftShader's JIT has no vector shift by a per-lane amount, and a WGSL shift is one, so
+// each costs a handful of scalar instructions (SwiftShader, decode shapes of SmolLM2:
+// 1.5-2x faster than shifting as q4_even / q4_odd do). Nibble j masked in place is
+// (q + 8) * 16^j, exact in f32; the x value it multiplies is scaled by 16^-j instead
+// (x_places_lo / _hi, once per word for all of a thread's outputs). The top nibble, its
+// bit 3 flipped, converts as a signed value to q * 16^7 itself; the other seven carry the
+// + 8, which each group takes off once as 8 times the sum of their x (x_offset_sum).
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads; z = m (gemv) or
 // ceil(m / GEMV_ROWS) (gemv_rows).
 const GEMV_THREADS: u32 = 64u;
 const GEMV_OUTPUTS: u32 = 4u;  // linear.py's GEMV_OUTPUTS
 const GEMV_ROWS: u32 = 4u;  // linear.py's GEMV_ROWS
+const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
+const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
 
-fn dot_q4(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
-  return dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
+// Nibbles 0..3 (k = 8w .. 8w + 3) of a word, each (q + 8) * 16^j.
+fn q4_places_lo(word: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(word) & vec4<u32>(0xFu, 0xF0u, 0xF00u, 0xF000u)));
+}
+
+// Nibbles 4..7 of a word: (q + 8) * 16^j, but q * 16^7 for the top one.
+fn q4_places_hi(word: u32) -> vec4<f32> {
+  let words = vec4<u32>(word, word, word, word ^ 0x80000000u);
+  return vec4<f32>(bitcast<vec4<i32>>(words & vec4<u32>(0xF0000u, 0xF00000u, 0xF000000u, 0xF0000000u)));
+}
+
+// x values 8w .. 8w + 3 (xa) and 8w + 4 .. 8w + 7 (xb), scaled to the nibbles' places.
+fn x_places_lo(xa: vec4<f32>) -> vec4<f32> {
+  return xa * PLACES_LO;
+}
+
+fn x_places_hi(xb: vec4<f32>) -> vec4<f32> {
+  return xb * PLACES_HI;
+}
+
+// The x values of a word whose nibbles carry the + 8: all but the top one.
+fn x_offset_sum(xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+  let v = xa + vec4<f32>(xb.xyz, 0.0);
+  return v.x + v.y + v.z + v.w;
+}
+
+// One word of weights times its 8 x values (placed), the + 8 of 7 nibbles included.
+fn dot_q4_places(word: u32, x_lo: vec4<f32>, x_hi: vec4<f32>) -> f32 {
+  return dot(q4_places_lo(word), x_lo) + dot(q4_places_hi(word), x_hi);
 }
 
 @compute @workgroup_size(GEMV_THREADS)
@@ -178,18 +217,22 @@ fn gemv(
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
     // One group: its words share a scale per output, applied once to their sum.
     var group_sum = vec4<f32>();
+    var offset_sum = 0.0;
     for (var w = first; w < first + words_per_group; w++) {
       let xa = x_vec(x_row, 2u * w);
       let xb = x_vec(x_row, 2u * w + 1u);
+      let x_lo = x_places_lo(xa);
+      let x_hi = x_places_hi(xb);
+      offset_sum += x_offset_sum(xa, xb);
       group_sum += vec4<f32>(
-        dot_q4(weights[row0 + w], xa, xb),
-        dot_q4(weights[row1 + w], xa, xb),
-        dot_q4(weights[row2 + w], xa, xb),
-        dot_q4(weights[row3 + w], xa, xb),
+        dot_q4_places(weights[row0 + w], x_lo, x_hi),
+        dot_q4_places(weights[row1 + w], x_lo, x_hi),
+        dot_q4_places(weights[row2 + w], x_lo, x_hi),
+        dot_q4_places(weights[row3 + w], x_lo, x_hi),
       );
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
-    total += group_sum * scales4(scale);
+    total += (group_sum - 8.0 * offset_sum) * scales4(scale);
   }
   for (var j = 0u; j < GEMV_OUTPUTS; j++) {
     if (n0 + j < p.n) {
@@ -229,31 +272,42 @@ fn gemv_rows(
     var sum1 = vec4<f32>();
     var sum2 = vec4<f32>();
     var sum3 = vec4<f32>();
+    var offset_sums = vec4<f32>();  // x_offset_sum of each row
     for (var w = first; w < first + words_per_group; w++) {
       // The word of each output, unpacked once for the four rows.
       let a = weights[row0 + w];
       let b = weights[row1 + w];
       let c = weights[row2 + w];
       let d = weights[row3 + w];
-      let a_even = q4_even(a);
-      let a_odd = q4_odd(a);
-      let b_even = q4_even(b);
-      let b_odd = q4_odd(b);
-      let c_even = q4_even(c);
-      let c_odd = q4_odd(c);
-      let d_even = q4_even(d);
-      let d_odd = q4_odd(d);
-      sum0 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row0, 2u * w), x_vec(x_row0, 2u * w + 1u));
-      sum1 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row1, 2u * w), x_vec(x_row1, 2u * w + 1u));
-      sum2 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row2, 2u * w), x_vec(x_row2, 2u * w + 1u));
-      sum3 += dot_words(a_even, a_odd, b_even, b_odd, c_even, c_odd, d_even, d_odd, x_vec(x_row3, 2u * w), x_vec(x_row3, 2u * w + 1u));
+      let a_lo = q4_places_lo(a);
+      let a_hi = q4_places_hi(a);
+      let b_lo = q4_places_lo(b);
+      let b_hi = q4_places_hi(b);
+      let c_lo = q4_places_lo(c);
+      let c_hi = q4_places_hi(c);
+      let d_lo = q4_places_lo(d);
+      let d_hi = q4_places_hi(d);
+      let xa0 = x_vec(x_row0, 2u * w);
+      let xb0 = x_vec(x_row0, 2u * w + 1u);
+      let xa1 = x_vec(x_row1, 2u * w);
+      let xb1 = x_vec(x_row1, 2u * w + 1u);
+      let xa2 = x_vec(x_row2, 2u * w);
+      let xb2 = x_vec(x_row2, 2u * w + 1u);
+      let xa3 = x_vec(x_row3, 2u * w);
+      let xb3 = x_vec(x_row3, 2u * w + 1u);
+      sum0 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa0), x_places_hi(xb0));
+      sum1 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa1), x_places_hi(xb1));
+      sum2 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa2), x_places_hi(xb2));
+      sum3 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa3), x_places_hi(xb3));
+      offset_sums += vec4<f32>(x_offset_sum(xa0, xb0), x_offset_sum(xa1, xb1), x_offset_sum(xa2, xb2), x_offset_sum(xa3, xb3));
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
     let group_scales = scales4(scale);
-    total0 += sum0 * group_scales;
-    total1 += sum1 * group_scales;
-    total2 += sum2 * group_scales;
-    total3 += sum3 * group_scales;
+    let offsets = 8.0 * offset_sums;
+    total0 += (sum0 - offsets.x) * group_scales;
+    total1 += (sum1 - offsets.y) * group_scales;
+    total2 += (sum2 - offsets.z) * group_scales;
+    total3 += (sum3 - offsets.w) * group_scales;
   }
   let totals = array<vec4<f32>, GEMV_ROWS>(total0, total1, total2, total3);
   for (var r = 0u; r < GEMV_ROWS; r++) {
@@ -265,19 +319,17 @@ fn gemv_rows(
   }
 }
 
-// The 8 values of x at one word (xa, xb) times the unpacked words of 4 outputs.
+// One row's 8 x values at a word (placed) times the unpacked words of 4 outputs.
 fn dot_words(
-  a_even: vec4<f32>, a_odd: vec4<f32>, b_even: vec4<f32>, b_odd: vec4<f32>,
-  c_even: vec4<f32>, c_odd: vec4<f32>, d_even: vec4<f32>, d_odd: vec4<f32>,
-  xa: vec4<f32>, xb: vec4<f32>,
+  a_lo: vec4<f32>, a_hi: vec4<f32>, b_lo: vec4<f32>, b_hi: vec4<f32>,
+  c_lo: vec4<f32>, c_hi: vec4<f32>, d_lo: vec4<f32>, d_hi: vec4<f32>,
+  x_lo: vec4<f32>, x_hi: vec4<f32>,
 ) -> vec4<f32> {
-  let x_even = vec4<f32>(xa.x, xa.z, xb.x, xb.z);
-  let x_odd = vec4<f32>(xa.y, xa.w, xb.y, xb.w);
   return vec4<f32>(
-    dot(a_even, x_even) + dot(a_odd, x_odd),
-    dot(b_even, x_even) + dot(b_odd, x_odd),
-    dot(c_even, x_even) + dot(c_odd, x_odd),
-    dot(d_even, x_even) + dot(d_odd, x_odd),
+    dot(a_lo, x_lo) + dot(a_hi, x_hi),
+    dot(b_lo, x_lo) + dot(b_hi, x_hi),
+    dot(c_lo, x_lo) + dot(c_hi, x_hi),
+    dot(d_lo, x_lo) + dot(d_hi, x_hi),
   );
 }
 
@@ -311,6 +363,11 @@ fn stage_x(thread: u32, threads: u32, x_row: u32, first: u32) -> f32 {
     }
   }
   return squares;
+}
+
+// The 8 x values at one word (xa, xb) times the word, unpacked by shifts (cheap on GPUs).
+fn dot_q4(word: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+  return dot(q4_even(word), vec4<f32>(xa.x, xa.z, xb.x, xb.z)) + dot(q4_odd(word), vec4<f32>(xa.y, xa.w, xb.y, xb.w));
 }
 
 // The 8 staged x values at word w of the stage (xa, xb) times an unpacked word.

@@ -12,6 +12,8 @@ prime where it can be. With the kernels for GPUs up to 4 rows run a GEMV, more t
 GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 4).
 """
 
+import dataclasses
+
 import torch
 from torch.export import Dim
 from torchao.quantization.granularity import PerGroup
@@ -123,7 +125,30 @@ class NormThen(torch.nn.Module):
 
 
 RESIDUAL_FUSED = "linear_q4gsw + add (fused)"
-MLP_FUSED = ("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw + add (fused)")
+# The Llama MLP by kernel set (runtime/fusion.py): with the kernels for GPUs the down
+# projection reads silu(gate) * up off the fused gate|up linear; with those for CPU
+# adapters silu · mul keeps its op, and gate and up are fused as any two linears of one x.
+MLP_FUSED = {
+    "gpu": ("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw + add (fused)"),
+    "cpu": ("linear_q4gsw x2 (fused)", "silu_mul (fused)", RESIDUAL_FUSED),
+}
+MLP_FUSED_NO_RESIDUAL = {
+    "gpu": ("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+    "cpu": ("linear_q4gsw x2 (fused)", "silu_mul (fused)", "et_vk.linear_q4gsw.default"),
+}
+
+
+def mlp_cases(case_id, module, inputs, fused=MLP_FUSED, expect_no_ops=(), **kwargs):
+    """both_kernel_sets of an MLP, each expecting its set's ops (`fused`) and none of those
+    only the other set makes."""
+    cases = []
+    for case in both_kernel_sets(case_id, module, inputs, **kwargs):
+        ops = fused[case.kernel_set]
+        others = [op for kernel_set, other in fused.items() if kernel_set != case.kernel_set for op in other]
+        avoided = (*expect_no_ops, *(op for op in others if op not in ops))
+        cases.append(dataclasses.replace(case, expect_ops=ops, expect_no_ops=avoided))
+    return cases
+
 seq = Dim("seq", min=1, max=80)
 
 CASES = [
@@ -189,27 +214,26 @@ CASES = [
         (r(3, 64),),
         expect_ops=("linear_q4gsw x3 (fused)", "et_vk.linear_q4gsw.default"),
     ),
-    *both_kernel_sets(
+    *mlp_cases(
         "linear-q4gsw-mlp-fused",
         Mlp(64, 160, seed=20),
         (r(1, 5, 64),),
         more_runs=[(r(1, 1, 64, seed=1),), (r(1, 70, 64, seed=2),)],
         dynamic_shapes=({1: seq},),
-        expect_ops=MLP_FUSED,
-        expect_no_ops=("silu_mul (fused)", "aten.add.Tensor"),
+        expect_no_ops=("aten.add.Tensor",),
     ),
-    *both_kernel_sets(
+    *mlp_cases(
         "linear-q4gsw-mlp-bias-no-residual-fused",
         Mlp(96, 64, bias=True, residual=False, seed=21),
         (r(2, 96),),
-        expect_ops=("linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+        fused=MLP_FUSED_NO_RESIDUAL,
     ),
     q4(
         "linear-q4gsw-mlp-gate-reused",
         Mlp(64, 96, reuse=True, seed=22),
         (r(3, 64),),
         expect_ops=("linear_q4gsw x2 (fused)", "silu_mul (fused)"),
-        expect_no_ops=MLP_FUSED,
+        expect_no_ops=MLP_FUSED["gpu"],
     ),
     # RMSNorm folded into the linear that reads it: decode rows (one dispatch with the GPU
     # kernels: up to 4 rows), prefill rows (the norm's dispatch, then the linear's).
@@ -230,13 +254,16 @@ CASES = [
         dynamic_shapes=({1: seq},),
         expect_ops=("rms_norm + linear_q4gsw x3 (fused)",),
     ),
-    *both_kernel_sets(
+    *mlp_cases(
         "linear-q4gsw-norm-then-mlp",
         NormThen(64, Mlp(64, 160, residual=False, seed=34), seed=34),
         (r(1, 6, 64, seed=9),),
         more_runs=[(r(1, 1, 64, seed=8),)],
         dynamic_shapes=({1: seq},),
-        expect_ops=("rms_norm + linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+        fused={
+            "gpu": ("rms_norm + linear_q4gsw gate|up (fused)", "silu_mul + linear_q4gsw (fused)"),
+            "cpu": ("rms_norm + linear_q4gsw x2 (fused)", "silu_mul (fused)", "et_vk.linear_q4gsw.default"),
+        },
     ),
     # An LM head's width: gemv_coop4 with the norm applied, and its tail block.
     *both_kernel_sets(
@@ -254,7 +281,7 @@ CASES = [
         (r(1, 2080, seed=11),),
         expect_ops=("rms_norm + linear_q4gsw (fused)",),
     ),
-    *both_kernel_sets("linear-q4gsw-mlp-hidden2112", Mlp(64, 2112, seed=38), (r(1, 1, 64, seed=12),), expect_ops=MLP_FUSED),
+    *mlp_cases("linear-q4gsw-mlp-hidden2112", Mlp(64, 2112, seed=38), (r(1, 1, 64, seed=12),)),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
     *both_kernel_sets("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
