@@ -24,8 +24,11 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_THREADS = 64  # threads per gemv workgroup (linear_q4gsw.wgsl)
-GEMV_OUTPUTS = 4  # outputs per gemv thread
+GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw.wgsl)
+GEMV_OUTPUTS = 8  # outputs per gemv thread
+GEMV_CHUNK_VALUES = 32  # gemv reads weights in chunks of 4 words: group sizes a multiple of this
+ROWS_THREADS = 64  # threads per gemv_rows workgroup
+ROWS_OUTPUTS = 4  # outputs of each row per gemv_rows thread
 COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
 COOP4_OUTPUTS_PER_WORKGROUP = 16  # gemv_coop4: 4 teams of threads, 4 outputs each
 # From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads;
@@ -36,9 +39,10 @@ QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
-# and threads walking their own weight rows are fastest: `gemv` (4 outputs each) for one
+# and threads walking their own weight rows are fastest: `gemv` (8 outputs each) for one
 # row of x, `gemv_rows` (4 outputs of GEMV_ROWS rows each) for more, at any M
-# (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8). GPUs want coalesced weight
+# (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row whose group
+# size gemv cannot take (not a multiple of GEMV_CHUNK_VALUES). GPUs want coalesced weight
 # reads: a team of threads per output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for
 # large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
 GEMV_ROWS = 4  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
@@ -153,7 +157,7 @@ class LinearQ4gsw(OpHandler):
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
         elif self.kernel == "gemv_rows":
-            self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), -(-self.m // GEMV_ROWS))
+            self.grid = (*linear_grid(-(-self.n // (ROWS_THREADS * ROWS_OUTPUTS)), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         elif self.kernel == "gemv_coop4":
@@ -169,7 +173,7 @@ class LinearQ4gsw(OpHandler):
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
-            return "gemv" if self.m == 1 else "gemv_rows"
+            return "gemv" if self.m == 1 and self.group_size % GEMV_CHUNK_VALUES == 0 else "gemv_rows"
         if self.m > GPU_GEMV_MAX_ROWS:
             return "gemm"
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"

@@ -162,6 +162,9 @@ CASES = [
     *both_kernel_sets("linear-q4gsw-m7-bias", linear_4w(96, 20, bias=True, seed=1), (r(7, 96),)),
     *both_kernel_sets("linear-q4gsw-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
     *both_kernel_sets("linear-q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
+    # One row whose groups are smaller than gemv's chunks of 32 values (CPU adapters:
+    # gemv_rows runs it).
+    *both_kernel_sets("linear-q4gsw-gs16-gemv-k80", linear_4w(80, 28, group_size=16, seed=39), (r(1, 80),)),
     *both_kernel_sets("linear-q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
     *both_kernel_sets("linear-q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
     *both_kernel_sets("linear-q4gsw-gs128-m13", linear_4w(256, 36, group_size=128, seed=5), (r(1, 13, 256),)),
