@@ -135,44 +135,35 @@ fn scales4(first: u32) -> vec4<f32> {
   return vec4<f32>(scales[first], scales[first + 1u], scales[first + 2u], scales[first + 3u]);
 }
 
-// --- gemv, gemv_rows: no shared memory, no barriers, no shifts -----------------------
+// --- kernels for CPU adapters: no shared memory, no barriers, no shifts --------------
 // Workgroups that reduce over K with barriers cost far more than the arithmetic on
 // CPU-emulated adapters (SwiftShader, lavapipe), which run a workgroup's invocations one
 // SIMD batch after another. There every thread walks its own weight rows; the x rows are
 // read by every thread and stay in cache. On such adapters a load costs far more than an
-// arithmetic instruction: `gemv` (decode) has each thread compute GEMV_OUTPUTS
-// consecutive outputs of one row of x, so that each x value it loads serves GEMV_OUTPUTS
-// weights, and load a chunk of 4 words (32 weights) of a row at once (SwiftShader,
-// SmolLM2's decode shapes: 8 outputs 1.1-1.3x faster than 4, which were 2x faster than
-// one; chunks 1.2-1.4x faster than words). `gemv_rows` (several rows: prefill on those
-// adapters) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of x, so that each
-// unpacked word also serves GEMV_ROWS rows (SwiftShader, 128 rows: 2x faster than the
-// tiled GEMM, whose barriers cost more than they save); it also runs single rows whose
-// group size is not a multiple of a chunk (linear.py).
+// arithmetic instruction (each is a gather, lane by lane), so a thread makes each value
+// it loads serve several products: `gemv` (decode; linear_q4gsw_gemv.wgsl, as it needs
+// subgroups) computes 8 outputs of one row of x per thread; `gemv_rows` (below: prefill,
+// and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of
+// x, so that each unpacked word also serves GEMV_ROWS rows (SwiftShader, 128 rows: 2x
+// faster than the tiled GEMM, whose barriers cost more than they save).
 // Accumulators are scalars or vectors, never private arrays indexed in a loop
 // (SwiftShader spills those: ~1.8x slower).
 //
 // Nibbles are taken out of a word by masks alone (q4_places_lo / _hi), never shifted:
 // SwiftShader's JIT has no vector shift by a per-lane amount, and a WGSL shift is one, so
 // each costs a handful of scalar instructions (SwiftShader, decode shapes of SmolLM2:
-// 1.5-2x faster than shifting as q4_even / q4_odd do). Nibble j masked in place is
+// 1.2-2x faster than shifting as q4_even / q4_odd do). Nibble j masked in place is
 // (q + 8) * 16^j, exact in f32; the x value it multiplies is scaled by 16^-j instead
 // (x_places_lo / _hi, once per word for all of a thread's outputs). The top nibble, its
 // bit 3 flipped, converts as a signed value to q * 16^7 itself; the other seven carry the
 // + 8, which each group takes off once as 8 times the sum of their x (x_offset_sum).
-// Grid: (x, y) flatten the blocks of a workgroup's outputs; z = m (gemv) or
-// ceil(m / GEMV_ROWS) (gemv_rows).
-const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
-const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
+// Grid of gemv_rows: (x, y) flatten the blocks of ROWS_THREADS threads, z = ceil(m /
+// GEMV_ROWS).
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
 const ROWS_OUTPUTS: u32 = 4u;  // linear.py's ROWS_OUTPUTS
 const GEMV_ROWS: u32 = 4u;  // linear.py's GEMV_ROWS
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
-
-// `weights` as chunks of 4 words (gemv only; its group size is a multiple of 32, so a row
-// is a whole number of chunks and a chunk never straddles two groups).
-@group(0) @binding(2) var<storage, read> weight_chunks: array<vec4<u32>>;
 
 // Nibbles 0..3 (k = 8w .. 8w + 3) of a word, each (q + 8) * 16^j.
 fn q4_places_lo(word: u32) -> vec4<f32> {
@@ -203,93 +194,6 @@ fn x_offset_sum(xa: vec4<f32>, xb: vec4<f32>) -> f32 {
 // One word of weights times its 8 x values (placed), the + 8 of 7 nibbles included.
 fn dot_q4_places(word: u32, x_lo: vec4<f32>, x_hi: vec4<f32>) -> f32 {
   return dot(q4_places_lo(word), x_lo) + dot(q4_places_hi(word), x_hi);
-}
-
-// The 32 x values of a chunk, placed (lo_j, hi_j: word j's), and their x_offset_sum.
-struct XChunk {
-  lo0: vec4<f32>, hi0: vec4<f32>, lo1: vec4<f32>, hi1: vec4<f32>,
-  lo2: vec4<f32>, hi2: vec4<f32>, lo3: vec4<f32>, hi3: vec4<f32>,
-  offset_sum: f32,
-}
-
-fn x_chunk(x_row: u32, chunk: u32) -> XChunk {
-  let first = 8u * chunk;
-  let a0 = x_vec(x_row, first);
-  let b0 = x_vec(x_row, first + 1u);
-  let a1 = x_vec(x_row, first + 2u);
-  let b1 = x_vec(x_row, first + 3u);
-  let a2 = x_vec(x_row, first + 4u);
-  let b2 = x_vec(x_row, first + 5u);
-  let a3 = x_vec(x_row, first + 6u);
-  let b3 = x_vec(x_row, first + 7u);
-  return XChunk(
-    x_places_lo(a0), x_places_hi(b0), x_places_lo(a1), x_places_hi(b1),
-    x_places_lo(a2), x_places_hi(b2), x_places_lo(a3), x_places_hi(b3),
-    x_offset_sum(a0, b0) + x_offset_sum(a1, b1) + x_offset_sum(a2, b2) + x_offset_sum(a3, b3),
-  );
-}
-
-// A chunk of a weight row times its x values, the + 8 of 28 nibbles included.
-fn dot_chunk(words: vec4<u32>, xc: XChunk) -> f32 {
-  return dot_q4_places(words.x, xc.lo0, xc.hi0) + dot_q4_places(words.y, xc.lo1, xc.hi1)
-    + dot_q4_places(words.z, xc.lo2, xc.hi2) + dot_q4_places(words.w, xc.lo3, xc.hi3);
-}
-
-// dot_chunk of the chunk at `chunk` of 4 weight rows (starting at rows[i], in chunks).
-fn dot_chunks4(rows: vec4<u32>, chunk: u32, xc: XChunk) -> vec4<f32> {
-  return vec4<f32>(
-    dot_chunk(weight_chunks[rows.x + chunk], xc),
-    dot_chunk(weight_chunks[rows.y + chunk], xc),
-    dot_chunk(weight_chunks[rows.z + chunk], xc),
-    dot_chunk(weight_chunks[rows.w + chunk], xc),
-  );
-}
-
-// Where the weight rows of outputs first .. first + 3 start, in chunks.
-fn chunk_rows4(first: u32) -> vec4<u32> {
-  return vec4<u32>(weight_row(first), weight_row(first + 1u), weight_row(first + 2u), weight_row(first + 3u)) / 4u;
-}
-
-@compute @workgroup_size(GEMV_THREADS)
-fn gemv(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wg: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
-  if (n0 >= p.n) {
-    return;
-  }
-  let m = wg.z;
-  let x_row = x_row_start(m);
-  let rows_lo = chunk_rows4(n0);  // outputs n0 .. n0 + 3
-  let rows_hi = chunk_rows4(n0 + 4u);  // outputs n0 + 4 .. n0 + 7
-  let chunks_per_group = p.group_size / 32u;
-  var total_lo = vec4<f32>();
-  var total_hi = vec4<f32>();
-  for (var first = 0u; first < p.k / 32u; first += chunks_per_group) {
-    // One group: its chunks share a scale per output, applied once to their sum.
-    var sum_lo = vec4<f32>();
-    var sum_hi = vec4<f32>();
-    var offset_sum = 0.0;
-    for (var chunk = first; chunk < first + chunks_per_group; chunk++) {
-      let xc = x_chunk(x_row, chunk);
-      offset_sum += xc.offset_sum;
-      sum_lo += dot_chunks4(rows_lo, chunk, xc);
-      sum_hi += dot_chunks4(rows_hi, chunk, xc);
-    }
-    let scale = (first / chunks_per_group) * p.scale_stride + n0;
-    total_lo += (sum_lo - 8.0 * offset_sum) * scales4(scale);
-    total_hi += (sum_hi - 8.0 * offset_sum) * scales4(scale + 4u);
-  }
-  for (var j = 0u; j < 4u; j++) {
-    if (n0 + j < p.n) {
-      store(m, n0 + j, total_lo[j]);
-    }
-    if (n0 + 4u + j < p.n) {
-      store(m, n0 + 4u + j, total_hi[j]);
-    }
-  }
 }
 
 @compute @workgroup_size(ROWS_THREADS)

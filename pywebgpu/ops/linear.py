@@ -1,4 +1,5 @@
-"""4-bit group-quantized linears (kernels: wgsl/linear_q4gsw.wgsl, wgsl/dynamic_quant_int8.wgsl).
+"""4-bit group-quantized linears (kernels: wgsl/linear_q4gsw.wgsl, wgsl/linear_q4gsw_gemv.wgsl,
+wgsl/dynamic_quant_int8.wgsl).
 
 - `et_vk.linear_q4gsw(x, weights, scales, group_size, bias?)` (`-qmode 4w`): f32 x times
   symmetric 4-bit weights with one f32 scale per group of `group_size` input features.
@@ -21,13 +22,14 @@ import struct
 
 from ..gpu import STORAGE_USAGE, linear_grid
 from ..runtime.values import Tensor, ValueList, numel
+from ..kernels import load_wgsl
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw.wgsl)
+GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_gemv.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 GEMV_CHUNK_VALUES = 32  # gemv reads weights in chunks of 4 words: group sizes a multiple of this
-ROWS_THREADS = 64  # threads per gemv_rows workgroup
+ROWS_THREADS = 64  # threads per gemv_rows workgroup (linear_q4gsw.wgsl)
 ROWS_OUTPUTS = 4  # outputs of each row per gemv_rows thread
 COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
 COOP4_OUTPUTS_PER_WORKGROUP = 16  # gemv_coop4: 4 teams of threads, 4 outputs each
@@ -39,10 +41,11 @@ QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
-# and threads walking their own weight rows are fastest: `gemv` (8 outputs each) for one
-# row of x, `gemv_rows` (4 outputs of GEMV_ROWS rows each) for more, at any M
-# (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row whose group
-# size gemv cannot take (not a multiple of GEMV_CHUNK_VALUES). GPUs want coalesced weight
+# and threads walking their own weight rows are fastest: `gemv` (8 outputs each, x
+# shared by quads) for one row of x, `gemv_rows` (4 outputs of GEMV_ROWS rows each) for
+# more, at any M (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row
+# that gemv cannot take (no subgroups, or a group size that is not a multiple of
+# GEMV_CHUNK_VALUES). GPUs want coalesced weight
 # reads: a team of threads per output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for
 # large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
 GEMV_ROWS = 4  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
@@ -51,6 +54,10 @@ GPU_GEMV_MAX_ROWS = 4
 # The entry points each kind of adapter runs: only those are built (the kind is fixed at
 # load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
 KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4", "gemm")}
+# gemv's source: linear_q4gsw.wgsl and linear_q4gsw_gemv.wgsl behind the directives of its
+# quad operations (a module's directives come first; wgpu-native drops them, naga takes
+# subgroup builtins without them).
+GEMV_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -110,7 +117,10 @@ class LinearQ4gsw(OpHandler):
     async def build(self):
         self.params = self.params_buffer(32)
         self.packed = self.packed_buffers()
-        self.kernels = {kernel: await self.make_kernel(kernel) for kernel in KERNELS_BY_SET[self.kernel_set]}
+        kernels = KERNELS_BY_SET[self.kernel_set]
+        if "subgroups" not in self.graph.device.features:
+            kernels = [kernel for kernel in kernels if kernel != "gemv"]
+        self.kernels = {kernel: await self.make_kernel(kernel) for kernel in kernels}
 
     async def make_kernel(self, kernel: str, norm=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
@@ -140,7 +150,13 @@ class LinearQ4gsw(OpHandler):
             7: outputs[1],
             8: outputs[2],
         }
-        pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
+        if kernel == "gemv":
+            source = GEMV_DIRECTIVES + load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_gemv")
+            pipeline = await self.graph.device.compute_pipeline(
+                source, label=f"linear_q4gsw_gemv#{self.index}", entry_point=kernel, constants=constants
+            )
+        else:
+            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
         return pipeline, self.graph.device.bind_group(pipeline, buffers)
 
     def resize(self):
@@ -173,7 +189,8 @@ class LinearQ4gsw(OpHandler):
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
-            return "gemv" if self.m == 1 and self.group_size % GEMV_CHUNK_VALUES == 0 else "gemv_rows"
+            gemv_fits = self.m == 1 and self.group_size % GEMV_CHUNK_VALUES == 0
+            return "gemv" if gemv_fits and "gemv" in self.kernels else "gemv_rows"
         if self.m > GPU_GEMV_MAX_ROWS:
             return "gemm"
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"

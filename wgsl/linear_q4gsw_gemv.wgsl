@@ -1,0 +1,105 @@
+// The decode GEMV for CPU adapters with subgroups (SwiftShader, lavapipe; elsewhere
+// gemv_rows runs single rows too). ops/linear.py appends this file to linear_q4gsw.wgsl,
+// whose section on the kernels for CPU adapters describes the approach, behind the
+// directives the quad operations need.
+//
+// Each thread computes GEMV_OUTPUTS consecutive outputs of one row of x, so that each x
+// value serves GEMV_OUTPUTS weights, and loads its weights a chunk of 4 words (32 values)
+// at a time. Every storage load there is a gather, lane by lane, while a quad broadcast
+// is one SIMD shuffle: lane j of a quad loads the x values of the chunk's word j and
+// hands them to the other three. SwiftShader, SmolLM2's decode shapes, against the
+// 4-outputs, word-at-a-time kernel this replaced (both unpacking by masks): 8 outputs
+// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x.
+// A quad is 4 consecutive invocations (as sdpa_cpu.wgsl assumes too), its threads
+// consecutive outputs: a quad whose first output is past N leaves whole; in the others
+// every thread stays to the end (outputs past N read the last weight row, weight_row,
+// and are never stored).
+// Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
+const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
+const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
+
+// `weights` as chunks of 4 words: gemv's group sizes are multiples of 32 values, so a
+// row is a whole number of chunks and a chunk never straddles two groups.
+@group(0) @binding(2) var<storage, read> weight_chunks: array<vec4<u32>>;
+
+// The 32 x values of a chunk, placed (lo_j, hi_j: word j's), and their x_offset_sum.
+struct XChunk {
+  lo0: vec4<f32>, hi0: vec4<f32>, lo1: vec4<f32>, hi1: vec4<f32>,
+  lo2: vec4<f32>, hi2: vec4<f32>, lo3: vec4<f32>, hi3: vec4<f32>,
+  offset_sum: f32,
+}
+
+// A chunk of a weight row times its x values, the + 8 of 28 nibbles included.
+fn dot_chunk(words: vec4<u32>, xc: XChunk) -> f32 {
+  return dot_q4_places(words.x, xc.lo0, xc.hi0) + dot_q4_places(words.y, xc.lo1, xc.hi1)
+    + dot_q4_places(words.z, xc.lo2, xc.hi2) + dot_q4_places(words.w, xc.lo3, xc.hi3);
+}
+
+// dot_chunk of the chunk at `chunk` of 4 weight rows (starting at rows[i], in chunks).
+fn dot_chunks4(rows: vec4<u32>, chunk: u32, xc: XChunk) -> vec4<f32> {
+  return vec4<f32>(
+    dot_chunk(weight_chunks[rows.x + chunk], xc),
+    dot_chunk(weight_chunks[rows.y + chunk], xc),
+    dot_chunk(weight_chunks[rows.z + chunk], xc),
+    dot_chunk(weight_chunks[rows.w + chunk], xc),
+  );
+}
+
+// Where the weight rows of outputs first .. first + 3 start, in chunks.
+fn chunk_rows4(first: u32) -> vec4<u32> {
+  return vec4<u32>(weight_row(first), weight_row(first + 1u), weight_row(first + 2u), weight_row(first + 3u)) / 4u;
+}
+
+@compute @workgroup_size(GEMV_THREADS)
+fn gemv(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
+  let lane = lid % 4u;  // in the quad
+  if (n0 - lane * GEMV_OUTPUTS >= p.n) {
+    return;
+  }
+  let m = wg.z;
+  let x_row = x_row_start(m);
+  let rows_lo = chunk_rows4(n0);
+  let rows_hi = chunk_rows4(n0 + 4u);
+  let chunks_per_group = p.group_size / 32u;
+  var total_lo = vec4<f32>();
+  var total_hi = vec4<f32>();
+  for (var first = 0u; first < p.k / 32u; first += chunks_per_group) {
+    var sum_lo = vec4<f32>();
+    var sum_hi = vec4<f32>();
+    var offset_sum = 0.0;
+    for (var chunk = first; chunk < first + chunks_per_group; chunk++) {
+      // This lane's word of the chunk: its x values, placed, and their x_offset_sum.
+      let xa = x_vec(x_row, 8u * chunk + 2u * lane);
+      let xb = x_vec(x_row, 8u * chunk + 2u * lane + 1u);
+      let lo = x_places_lo(xa);
+      let hi = x_places_hi(xb);
+      var chunk_offset_sum = x_offset_sum(xa, xb);
+      chunk_offset_sum += quadSwapX(chunk_offset_sum);
+      chunk_offset_sum += quadSwapY(chunk_offset_sum);
+      let xc = XChunk(
+        quadBroadcast(lo, 0u), quadBroadcast(hi, 0u), quadBroadcast(lo, 1u), quadBroadcast(hi, 1u),
+        quadBroadcast(lo, 2u), quadBroadcast(hi, 2u), quadBroadcast(lo, 3u), quadBroadcast(hi, 3u),
+        chunk_offset_sum,
+      );
+      offset_sum += xc.offset_sum;
+      sum_lo += dot_chunks4(rows_lo, chunk, xc);
+      sum_hi += dot_chunks4(rows_hi, chunk, xc);
+    }
+    let scale = (first / chunks_per_group) * p.scale_stride + n0;
+    total_lo += (sum_lo - 8.0 * offset_sum) * scales4(scale);
+    total_hi += (sum_hi - 8.0 * offset_sum) * scales4(scale + 4u);
+  }
+  for (var j = 0u; j < 4u; j++) {
+    if (n0 + j < p.n) {
+      store(m, n0 + j, total_lo[j]);
+    }
+    if (n0 + 4u + j < p.n) {
+      store(m, n0 + 4u + j, total_hi[j]);
+    }
+  }
+}
