@@ -21,8 +21,8 @@ import numbers
 import struct
 
 from ..gpu import STORAGE_USAGE, linear_grid
-from ..runtime.values import Tensor, ValueList, numel
 from ..kernels import load_wgsl
+from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.

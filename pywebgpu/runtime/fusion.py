@@ -17,10 +17,10 @@ place of the last op of its pattern, where all its inputs exist.
   side by side into a new tensor, which the down projection reads as silu(gate) * up
   (`LinearQ4gswConcat`, and X_SILU_MUL in ops/linear.py): three dispatches become two.
   Only where the kernels for GPUs run: there a workgroup computes silu(gate) * up once
-  for all its outputs; the kernels for CPU adapters would compute it in every thread,
-  once per 4 outputs (SwiftShader: the down projection 1.5x slower than the SiluMul's
-  own dispatch and a plain one), so there the gate and up projections are fused by the
-  rewrite below and the SiluMul keeps its dispatch.
+  for all its outputs; the kernels for CPU adapters would compute it in every thread
+  for its few outputs (SwiftShader: the down projection 1.45x slower than a plain one
+  with the SiluMul's own dispatch), so there the gate and up projections are fused by
+  the rewrite below and the SiluMul keeps its dispatch.
 - linears that read one x (attention's q, k and v projections): one dispatch writing
   each output to its own tensor (`LinearQ4gswConcat`, up to 3 outputs), placed at the
   first of them (their readers may come before the last): two dispatches fewer.
