@@ -144,8 +144,11 @@ fn scales4(first: u32) -> vec4<f32> {
 // it loads serve several products: `gemv` (decode; linear_q4gsw_gemv.wgsl, as it needs
 // subgroups) computes 8 outputs of one row of x per thread; `gemv_rows` (below: prefill,
 // and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of
-// x, so that each unpacked word also serves GEMV_ROWS rows (SwiftShader, 128 rows: 2x
-// faster than the tiled GEMM, whose barriers cost more than they save).
+// x, so that each x value it loads serves ROWS_OUTPUTS weights and each unpacked word
+// GEMV_ROWS rows (SwiftShader, SmolLM2's linears at 64 rows: 16 outputs 1.9x faster than
+// 4; 8 rows a further 1.15x, not taken: more rows computed for nothing at small M, a
+// longer kernel to compile at load; 4 outputs were 2x the tiled GEMM, whose barriers cost
+// more than they save).
 // Accumulators are scalars or vectors, never private arrays indexed in a loop
 // (SwiftShader spills those: ~1.8x slower).
 //
@@ -160,7 +163,7 @@ fn scales4(first: u32) -> vec4<f32> {
 // Grid of gemv_rows: (x, y) flatten the blocks of ROWS_THREADS threads, z = ceil(m /
 // GEMV_ROWS).
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
-const ROWS_OUTPUTS: u32 = 4u;  // linear.py's ROWS_OUTPUTS
+const ROWS_OUTPUTS: u32 = 16u;  // linear.py's ROWS_OUTPUTS
 const GEMV_ROWS: u32 = 4u;  // linear.py's GEMV_ROWS
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
@@ -196,6 +199,51 @@ fn dot_q4_places(word: u32, x_lo: vec4<f32>, x_hi: vec4<f32>) -> f32 {
   return dot(q4_places_lo(word), x_lo) + dot(q4_places_hi(word), x_hi);
 }
 
+// The words at w of 4 weight rows (starting at rows[i], in words), unpacked.
+struct Words4 {
+  a_lo: vec4<f32>, a_hi: vec4<f32>, b_lo: vec4<f32>, b_hi: vec4<f32>,
+  c_lo: vec4<f32>, c_hi: vec4<f32>, d_lo: vec4<f32>, d_hi: vec4<f32>,
+}
+
+fn words4(rows: vec4<u32>, w: u32) -> Words4 {
+  let a = weights[rows.x + w];
+  let b = weights[rows.y + w];
+  let c = weights[rows.z + w];
+  let d = weights[rows.w + w];
+  return Words4(
+    q4_places_lo(a), q4_places_hi(a), q4_places_lo(b), q4_places_hi(b),
+    q4_places_lo(c), q4_places_hi(c), q4_places_lo(d), q4_places_hi(d),
+  );
+}
+
+// One row's 8 x values at a word (placed) times 4 outputs' unpacked words.
+fn dot_words4(u: Words4, x_lo: vec4<f32>, x_hi: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(
+    dot(u.a_lo, x_lo) + dot(u.a_hi, x_hi),
+    dot(u.b_lo, x_lo) + dot(u.b_hi, x_hi),
+    dot(u.c_lo, x_lo) + dot(u.c_hi, x_hi),
+    dot(u.d_lo, x_lo) + dot(u.d_hi, x_hi),
+  );
+}
+
+// Where the weight rows of outputs first .. first + 3 start, in words.
+fn weight_rows4(first: u32) -> vec4<u32> {
+  return vec4<u32>(weight_row(first), weight_row(first + 1u), weight_row(first + 2u), weight_row(first + 3u));
+}
+
+// Stores outputs n0 .. n0 + 15 of row m (`t` 4 at a time), those below M and N.
+fn store_row16(m: u32, n0: u32, t0: vec4<f32>, t1: vec4<f32>, t2: vec4<f32>, t3: vec4<f32>) {
+  if (m >= p.m) {
+    return;
+  }
+  let totals = array<vec4<f32>, 4>(t0, t1, t2, t3);
+  for (var j = 0u; j < ROWS_OUTPUTS; j++) {
+    if (n0 + j < p.n) {
+      store(m, n0 + j, totals[j / 4u][j % 4u]);
+    }
+  }
+}
+
 @compute @workgroup_size(ROWS_THREADS)
 fn gemv_rows(
   @builtin(local_invocation_index) lid: u32,
@@ -212,80 +260,85 @@ fn gemv_rows(
   let x_row1 = x_row_start(min(m0 + 1u, p.m - 1u));
   let x_row2 = x_row_start(min(m0 + 2u, p.m - 1u));
   let x_row3 = x_row_start(min(m0 + 3u, p.m - 1u));
-  let row0 = weight_row(n0);
-  let row1 = weight_row(n0 + 1u);
-  let row2 = weight_row(n0 + 2u);
-  let row3 = weight_row(n0 + 3u);
+  // Outputs n0 + 4b .. n0 + 4b + 3: weight rows b (past N: the last row, never stored).
+  let rows0 = weight_rows4(n0);
+  let rows1 = weight_rows4(n0 + 4u);
+  let rows2 = weight_rows4(n0 + 8u);
+  let rows3 = weight_rows4(n0 + 12u);
   let words_per_group = p.group_size / 8u;
-  // total_r[j]: output n0 + j of row m0 + r.
-  var total0 = vec4<f32>();
-  var total1 = vec4<f32>();
-  var total2 = vec4<f32>();
-  var total3 = vec4<f32>();
+  // total_r_b: outputs n0 + 4b .. of row m0 + r.
+  var total0_0 = vec4<f32>(); var total0_1 = vec4<f32>(); var total0_2 = vec4<f32>(); var total0_3 = vec4<f32>();
+  var total1_0 = vec4<f32>(); var total1_1 = vec4<f32>(); var total1_2 = vec4<f32>(); var total1_3 = vec4<f32>();
+  var total2_0 = vec4<f32>(); var total2_1 = vec4<f32>(); var total2_2 = vec4<f32>(); var total2_3 = vec4<f32>();
+  var total3_0 = vec4<f32>(); var total3_1 = vec4<f32>(); var total3_2 = vec4<f32>(); var total3_3 = vec4<f32>();
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    var sum0 = vec4<f32>();
-    var sum1 = vec4<f32>();
-    var sum2 = vec4<f32>();
-    var sum3 = vec4<f32>();
+    var sum0_0 = vec4<f32>(); var sum0_1 = vec4<f32>(); var sum0_2 = vec4<f32>(); var sum0_3 = vec4<f32>();
+    var sum1_0 = vec4<f32>(); var sum1_1 = vec4<f32>(); var sum1_2 = vec4<f32>(); var sum1_3 = vec4<f32>();
+    var sum2_0 = vec4<f32>(); var sum2_1 = vec4<f32>(); var sum2_2 = vec4<f32>(); var sum2_3 = vec4<f32>();
+    var sum3_0 = vec4<f32>(); var sum3_1 = vec4<f32>(); var sum3_2 = vec4<f32>(); var sum3_3 = vec4<f32>();
     var offset_sums = vec4<f32>();  // x_offset_sum of each row
     for (var w = first; w < first + words_per_group; w++) {
-      // The word of each output, unpacked once for the four rows.
-      let a = weights[row0 + w];
-      let b = weights[row1 + w];
-      let c = weights[row2 + w];
-      let d = weights[row3 + w];
-      let a_lo = q4_places_lo(a);
-      let a_hi = q4_places_hi(a);
-      let b_lo = q4_places_lo(b);
-      let b_hi = q4_places_hi(b);
-      let c_lo = q4_places_lo(c);
-      let c_hi = q4_places_hi(c);
-      let d_lo = q4_places_lo(d);
-      let d_hi = q4_places_hi(d);
-      let xa0 = x_vec(x_row0, 2u * w);
-      let xb0 = x_vec(x_row0, 2u * w + 1u);
-      let xa1 = x_vec(x_row1, 2u * w);
-      let xb1 = x_vec(x_row1, 2u * w + 1u);
-      let xa2 = x_vec(x_row2, 2u * w);
-      let xb2 = x_vec(x_row2, 2u * w + 1u);
-      let xa3 = x_vec(x_row3, 2u * w);
-      let xb3 = x_vec(x_row3, 2u * w + 1u);
-      sum0 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa0), x_places_hi(xb0));
-      sum1 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa1), x_places_hi(xb1));
-      sum2 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa2), x_places_hi(xb2));
-      sum3 += dot_words(a_lo, a_hi, b_lo, b_hi, c_lo, c_hi, d_lo, d_hi, x_places_lo(xa3), x_places_hi(xb3));
-      offset_sums += vec4<f32>(x_offset_sum(xa0, xb0), x_offset_sum(xa1, xb1), x_offset_sum(xa2, xb2), x_offset_sum(xa3, xb3));
-    }
-    let scale = (first / words_per_group) * p.scale_stride + n0;
-    let group_scales = scales4(scale);
-    let offsets = 8.0 * offset_sums;
-    total0 += (sum0 - offsets.x) * group_scales;
-    total1 += (sum1 - offsets.y) * group_scales;
-    total2 += (sum2 - offsets.z) * group_scales;
-    total3 += (sum3 - offsets.w) * group_scales;
-  }
-  let totals = array<vec4<f32>, GEMV_ROWS>(total0, total1, total2, total3);
-  for (var r = 0u; r < GEMV_ROWS; r++) {
-    for (var j = 0u; j < ROWS_OUTPUTS; j++) {
-      if (m0 + r < p.m && n0 + j < p.n) {
-        store(m0 + r, n0 + j, totals[r][j]);
+      // The words of the 16 outputs, unpacked once for the four rows.
+      let u0 = words4(rows0, w);
+      let u1 = words4(rows1, w);
+      let u2 = words4(rows2, w);
+      let u3 = words4(rows3, w);
+      {
+        let xa = x_vec(x_row0, 2u * w);
+        let xb = x_vec(x_row0, 2u * w + 1u);
+        let x_lo = x_places_lo(xa);
+        let x_hi = x_places_hi(xb);
+        offset_sums.x += x_offset_sum(xa, xb);
+        sum0_0 += dot_words4(u0, x_lo, x_hi); sum0_1 += dot_words4(u1, x_lo, x_hi);
+        sum0_2 += dot_words4(u2, x_lo, x_hi); sum0_3 += dot_words4(u3, x_lo, x_hi);
+      }
+      {
+        let xa = x_vec(x_row1, 2u * w);
+        let xb = x_vec(x_row1, 2u * w + 1u);
+        let x_lo = x_places_lo(xa);
+        let x_hi = x_places_hi(xb);
+        offset_sums.y += x_offset_sum(xa, xb);
+        sum1_0 += dot_words4(u0, x_lo, x_hi); sum1_1 += dot_words4(u1, x_lo, x_hi);
+        sum1_2 += dot_words4(u2, x_lo, x_hi); sum1_3 += dot_words4(u3, x_lo, x_hi);
+      }
+      {
+        let xa = x_vec(x_row2, 2u * w);
+        let xb = x_vec(x_row2, 2u * w + 1u);
+        let x_lo = x_places_lo(xa);
+        let x_hi = x_places_hi(xb);
+        offset_sums.z += x_offset_sum(xa, xb);
+        sum2_0 += dot_words4(u0, x_lo, x_hi); sum2_1 += dot_words4(u1, x_lo, x_hi);
+        sum2_2 += dot_words4(u2, x_lo, x_hi); sum2_3 += dot_words4(u3, x_lo, x_hi);
+      }
+      {
+        let xa = x_vec(x_row3, 2u * w);
+        let xb = x_vec(x_row3, 2u * w + 1u);
+        let x_lo = x_places_lo(xa);
+        let x_hi = x_places_hi(xb);
+        offset_sums.w += x_offset_sum(xa, xb);
+        sum3_0 += dot_words4(u0, x_lo, x_hi); sum3_1 += dot_words4(u1, x_lo, x_hi);
+        sum3_2 += dot_words4(u2, x_lo, x_hi); sum3_3 += dot_words4(u3, x_lo, x_hi);
       }
     }
+    let scale = (first / words_per_group) * p.scale_stride + n0;
+    let scales0 = scales4(scale);
+    let scales1 = scales4(scale + 4u);
+    let scales2 = scales4(scale + 8u);
+    let scales3 = scales4(scale + 12u);
+    let offsets = 8.0 * offset_sums;
+    total0_0 += (sum0_0 - offsets.x) * scales0; total0_1 += (sum0_1 - offsets.x) * scales1;
+    total0_2 += (sum0_2 - offsets.x) * scales2; total0_3 += (sum0_3 - offsets.x) * scales3;
+    total1_0 += (sum1_0 - offsets.y) * scales0; total1_1 += (sum1_1 - offsets.y) * scales1;
+    total1_2 += (sum1_2 - offsets.y) * scales2; total1_3 += (sum1_3 - offsets.y) * scales3;
+    total2_0 += (sum2_0 - offsets.z) * scales0; total2_1 += (sum2_1 - offsets.z) * scales1;
+    total2_2 += (sum2_2 - offsets.z) * scales2; total2_3 += (sum2_3 - offsets.z) * scales3;
+    total3_0 += (sum3_0 - offsets.w) * scales0; total3_1 += (sum3_1 - offsets.w) * scales1;
+    total3_2 += (sum3_2 - offsets.w) * scales2; total3_3 += (sum3_3 - offsets.w) * scales3;
   }
-}
-
-// One row's 8 x values at a word (placed) times the unpacked words of 4 outputs.
-fn dot_words(
-  a_lo: vec4<f32>, a_hi: vec4<f32>, b_lo: vec4<f32>, b_hi: vec4<f32>,
-  c_lo: vec4<f32>, c_hi: vec4<f32>, d_lo: vec4<f32>, d_hi: vec4<f32>,
-  x_lo: vec4<f32>, x_hi: vec4<f32>,
-) -> vec4<f32> {
-  return vec4<f32>(
-    dot(a_lo, x_lo) + dot(a_hi, x_hi),
-    dot(b_lo, x_lo) + dot(b_hi, x_hi),
-    dot(c_lo, x_lo) + dot(c_hi, x_hi),
-    dot(d_lo, x_lo) + dot(d_hi, x_hi),
-  );
+  store_row16(m0, n0, total0_0, total0_1, total0_2, total0_3);
+  store_row16(m0 + 1u, n0, total1_0, total1_1, total1_2, total1_3);
+  store_row16(m0 + 2u, n0, total2_0, total2_1, total2_2, total2_3);
+  store_row16(m0 + 3u, n0, total3_0, total3_1, total3_2, total3_3);
 }
 
 // --- gemv_coop, gemv_coop4: teams of COOP_THREADS threads, x staged in workgroup memory --

@@ -30,7 +30,7 @@ GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_gemv.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 GEMV_CHUNK_VALUES = 32  # gemv reads weights in chunks of 4 words: group sizes a multiple of this
 ROWS_THREADS = 64  # threads per gemv_rows workgroup (linear_q4gsw.wgsl)
-ROWS_OUTPUTS = 4  # outputs of each row per gemv_rows thread
+ROWS_OUTPUTS = 16  # outputs of each row per gemv_rows thread
 COOP_ROWS = 8  # outputs per gemv_coop workgroup, a team of threads each
 COOP4_OUTPUTS_PER_WORKGROUP = 16  # gemv_coop4: 4 teams of threads, 4 outputs each
 # From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads;
@@ -42,7 +42,7 @@ ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
 # and threads walking their own weight rows are fastest: `gemv` (8 outputs each, x
-# shared by quads) for one row of x, `gemv_rows` (4 outputs of GEMV_ROWS rows each) for
+# shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each) for
 # more, at any M (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row
 # that gemv cannot take (no subgroups, or a group size that is not a multiple of
 # GEMV_CHUNK_VALUES). GPUs want coalesced weight
