@@ -157,9 +157,9 @@ fn scales4(first: u32) -> vec4<f32> {
 // each costs a handful of scalar instructions (SwiftShader, decode shapes of SmolLM2:
 // 1.2-2x faster than shifting as q4_even / q4_odd do). Nibble j masked in place is
 // (q + 8) * 16^j, exact in f32; the x value it multiplies is scaled by 16^-j instead
-// (x_places_lo / _hi, once per word for all of a thread's outputs). The top nibble, its
+// (x_word, once per word for all of a thread's outputs). The top nibble, its
 // bit 3 flipped, converts as a signed value to q * 16^7 itself; the other seven carry the
-// + 8, which each group takes off once as 8 times the sum of their x (x_offset_sum).
+// + 8, which each group takes off once as 8 times the sum of their x (offset_sum).
 // Grid of gemv_rows: (x, y) flatten the blocks of ROWS_THREADS threads, z = ceil(m /
 // GEMV_ROWS).
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
@@ -179,19 +179,20 @@ fn q4_places_hi(word: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<vec4<i32>>(words & vec4<u32>(0xF0000u, 0xF00000u, 0xF000000u, 0xF0000000u)));
 }
 
-// x values 8w .. 8w + 3 (xa) and 8w + 4 .. 8w + 7 (xb), scaled to the nibbles' places.
-fn x_places_lo(xa: vec4<f32>) -> vec4<f32> {
-  return xa * PLACES_LO;
+// x values 8w .. 8w + 7 of a row, as the nibbles of word w meet them: scaled to their
+// places (lo: 8w .. 8w + 3, hi: 8w + 4 .. 8w + 7), and the sum of those whose nibbles
+// carry the + 8 (all but the top one).
+struct XWord {
+  lo: vec4<f32>,
+  hi: vec4<f32>,
+  offset_sum: f32,
 }
 
-fn x_places_hi(xb: vec4<f32>) -> vec4<f32> {
-  return xb * PLACES_HI;
-}
-
-// The x values of a word whose nibbles carry the + 8: all but the top one.
-fn x_offset_sum(xa: vec4<f32>, xb: vec4<f32>) -> f32 {
-  let v = xa + vec4<f32>(xb.xyz, 0.0);
-  return v.x + v.y + v.z + v.w;
+fn x_word(x_row: u32, w: u32) -> XWord {
+  let xa = x_vec(x_row, 2u * w);
+  let xb = x_vec(x_row, 2u * w + 1u);
+  let offset = xa + vec4<f32>(xb.xyz, 0.0);
+  return XWord(xa * PLACES_LO, xb * PLACES_HI, offset.x + offset.y + offset.z + offset.w);
 }
 
 // One word of weights times its 8 x values (placed), the + 8 of 7 nibbles included.
@@ -216,13 +217,13 @@ fn words4(rows: vec4<u32>, w: u32) -> Words4 {
   );
 }
 
-// One row's 8 x values at a word (placed) times 4 outputs' unpacked words.
-fn dot_words4(u: Words4, x_lo: vec4<f32>, x_hi: vec4<f32>) -> vec4<f32> {
+// One row's x values at a word times 4 outputs' unpacked words.
+fn dot_words4(u: Words4, x: XWord) -> vec4<f32> {
   return vec4<f32>(
-    dot(u.a_lo, x_lo) + dot(u.a_hi, x_hi),
-    dot(u.b_lo, x_lo) + dot(u.b_hi, x_hi),
-    dot(u.c_lo, x_lo) + dot(u.c_hi, x_hi),
-    dot(u.d_lo, x_lo) + dot(u.d_hi, x_hi),
+    dot(u.a_lo, x.lo) + dot(u.a_hi, x.hi),
+    dot(u.b_lo, x.lo) + dot(u.b_hi, x.hi),
+    dot(u.c_lo, x.lo) + dot(u.c_hi, x.hi),
+    dot(u.d_lo, x.lo) + dot(u.d_hi, x.hi),
   );
 }
 
@@ -276,49 +277,29 @@ fn gemv_rows(
     var sum1_0 = vec4<f32>(); var sum1_1 = vec4<f32>(); var sum1_2 = vec4<f32>(); var sum1_3 = vec4<f32>();
     var sum2_0 = vec4<f32>(); var sum2_1 = vec4<f32>(); var sum2_2 = vec4<f32>(); var sum2_3 = vec4<f32>();
     var sum3_0 = vec4<f32>(); var sum3_1 = vec4<f32>(); var sum3_2 = vec4<f32>(); var sum3_3 = vec4<f32>();
-    var offset_sums = vec4<f32>();  // x_offset_sum of each row
+    var offset_sums = vec4<f32>();  // XWord.offset_sum of each row
     for (var w = first; w < first + words_per_group; w++) {
       // The words of the 16 outputs, unpacked once for the four rows.
       let u0 = words4(rows0, w);
       let u1 = words4(rows1, w);
       let u2 = words4(rows2, w);
       let u3 = words4(rows3, w);
-      {
-        let xa = x_vec(x_row0, 2u * w);
-        let xb = x_vec(x_row0, 2u * w + 1u);
-        let x_lo = x_places_lo(xa);
-        let x_hi = x_places_hi(xb);
-        offset_sums.x += x_offset_sum(xa, xb);
-        sum0_0 += dot_words4(u0, x_lo, x_hi); sum0_1 += dot_words4(u1, x_lo, x_hi);
-        sum0_2 += dot_words4(u2, x_lo, x_hi); sum0_3 += dot_words4(u3, x_lo, x_hi);
-      }
-      {
-        let xa = x_vec(x_row1, 2u * w);
-        let xb = x_vec(x_row1, 2u * w + 1u);
-        let x_lo = x_places_lo(xa);
-        let x_hi = x_places_hi(xb);
-        offset_sums.y += x_offset_sum(xa, xb);
-        sum1_0 += dot_words4(u0, x_lo, x_hi); sum1_1 += dot_words4(u1, x_lo, x_hi);
-        sum1_2 += dot_words4(u2, x_lo, x_hi); sum1_3 += dot_words4(u3, x_lo, x_hi);
-      }
-      {
-        let xa = x_vec(x_row2, 2u * w);
-        let xb = x_vec(x_row2, 2u * w + 1u);
-        let x_lo = x_places_lo(xa);
-        let x_hi = x_places_hi(xb);
-        offset_sums.z += x_offset_sum(xa, xb);
-        sum2_0 += dot_words4(u0, x_lo, x_hi); sum2_1 += dot_words4(u1, x_lo, x_hi);
-        sum2_2 += dot_words4(u2, x_lo, x_hi); sum2_3 += dot_words4(u3, x_lo, x_hi);
-      }
-      {
-        let xa = x_vec(x_row3, 2u * w);
-        let xb = x_vec(x_row3, 2u * w + 1u);
-        let x_lo = x_places_lo(xa);
-        let x_hi = x_places_hi(xb);
-        offset_sums.w += x_offset_sum(xa, xb);
-        sum3_0 += dot_words4(u0, x_lo, x_hi); sum3_1 += dot_words4(u1, x_lo, x_hi);
-        sum3_2 += dot_words4(u2, x_lo, x_hi); sum3_3 += dot_words4(u3, x_lo, x_hi);
-      }
+      let x0 = x_word(x_row0, w);
+      offset_sums.x += x0.offset_sum;
+      sum0_0 += dot_words4(u0, x0); sum0_1 += dot_words4(u1, x0);
+      sum0_2 += dot_words4(u2, x0); sum0_3 += dot_words4(u3, x0);
+      let x1 = x_word(x_row1, w);
+      offset_sums.y += x1.offset_sum;
+      sum1_0 += dot_words4(u0, x1); sum1_1 += dot_words4(u1, x1);
+      sum1_2 += dot_words4(u2, x1); sum1_3 += dot_words4(u3, x1);
+      let x2 = x_word(x_row2, w);
+      offset_sums.z += x2.offset_sum;
+      sum2_0 += dot_words4(u0, x2); sum2_1 += dot_words4(u1, x2);
+      sum2_2 += dot_words4(u2, x2); sum2_3 += dot_words4(u3, x2);
+      let x3 = x_word(x_row3, w);
+      offset_sums.w += x3.offset_sum;
+      sum3_0 += dot_words4(u0, x3); sum3_1 += dot_words4(u1, x3);
+      sum3_2 += dot_words4(u2, x3); sum3_3 += dot_words4(u3, x3);
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
     let scales0 = scales4(scale);

@@ -22,7 +22,8 @@ const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
 // row is a whole number of chunks and a chunk never straddles two groups.
 @group(0) @binding(2) var<storage, read> weight_chunks: array<vec4<u32>>;
 
-// The 32 x values of a chunk, placed (lo_j, hi_j: word j's), and their x_offset_sum.
+// The 32 x values of a chunk as x_word gives them (lo_j, hi_j: word j's), and the sum
+// of their offset_sums.
 struct XChunk {
   lo0: vec4<f32>, hi0: vec4<f32>, lo1: vec4<f32>, hi1: vec4<f32>,
   lo2: vec4<f32>, hi2: vec4<f32>, lo3: vec4<f32>, hi3: vec4<f32>,
@@ -47,7 +48,7 @@ fn dot_chunks4(rows: vec4<u32>, chunk: u32, xc: XChunk) -> vec4<f32> {
 
 // Where the weight rows of outputs first .. first + 3 start, in chunks.
 fn chunk_rows4(first: u32) -> vec4<u32> {
-  return vec4<u32>(weight_row(first), weight_row(first + 1u), weight_row(first + 2u), weight_row(first + 3u)) / 4u;
+  return weight_rows4(first) / 4u;
 }
 
 @compute @workgroup_size(GEMV_THREADS)
@@ -73,17 +74,14 @@ fn gemv(
     var sum_hi = vec4<f32>();
     var offset_sum = 0.0;
     for (var chunk = first; chunk < first + chunks_per_group; chunk++) {
-      // This lane's word of the chunk: its x values, placed, and their x_offset_sum.
-      let xa = x_vec(x_row, 8u * chunk + 2u * lane);
-      let xb = x_vec(x_row, 8u * chunk + 2u * lane + 1u);
-      let lo = x_places_lo(xa);
-      let hi = x_places_hi(xb);
-      var chunk_offset_sum = x_offset_sum(xa, xb);
+      // This lane's word of the chunk.
+      let x = x_word(x_row, 4u * chunk + lane);
+      var chunk_offset_sum = x.offset_sum;
       chunk_offset_sum += quadSwapX(chunk_offset_sum);
       chunk_offset_sum += quadSwapY(chunk_offset_sum);
       let xc = XChunk(
-        quadBroadcast(lo, 0u), quadBroadcast(hi, 0u), quadBroadcast(lo, 1u), quadBroadcast(hi, 1u),
-        quadBroadcast(lo, 2u), quadBroadcast(hi, 2u), quadBroadcast(lo, 3u), quadBroadcast(hi, 3u),
+        quadBroadcast(x.lo, 0u), quadBroadcast(x.hi, 0u), quadBroadcast(x.lo, 1u), quadBroadcast(x.hi, 1u),
+        quadBroadcast(x.lo, 2u), quadBroadcast(x.hi, 2u), quadBroadcast(x.lo, 3u), quadBroadcast(x.hi, 3u),
         chunk_offset_sum,
       );
       offset_sum += xc.offset_sum;
