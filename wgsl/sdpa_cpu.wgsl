@@ -6,20 +6,28 @@
 // Such adapters run a workgroup's invocations one SIMD batch after another, and every
 // barrier switches between the batches: sdpa.wgsl's reductions made attention a fifth of
 // a SmolLM2 decode step on SwiftShader. Here a quad (4 neighbouring invocations, which
-// those adapters run as SIMD lanes) owns one query row of one query head; lane j holds
-// dims [16 j, 16 j + 16) of q and of the output. The quad walks the row's keys once
-// with an online softmax (running max, rescaled sum and weighted values): each lane
-// dots its 16 dims, two quad swaps add the four partial scores, each lane accumulates
-// its 16 dims of the values.
+// those adapters run as SIMD lanes) owns one query row of QUAD_HEADS query heads that
+// share a kv head; lane j holds dims [16 j, 16 j + 16) of q and of the outputs. The quad
+// walks the row's keys once with an online softmax per head (running max, rescaled sum
+// and weighted values): each lane dots its 16 dims, two quad swaps add the four partial
+// scores, each lane accumulates its 16 dims of the values. Every key and value a lane
+// loads serves its QUAD_HEADS heads: loads are gathers there, lane by lane, and cost
+// far more than the arithmetic (SwiftShader, SmolLM2's 3 heads per kv head: 2.0x faster
+// than a quad per head at 511 rows).
 //
 // Needs HEAD_DIM a multiple of 4, at most 64 (attention.py picks sdpa.wgsl otherwise).
-// Grid: (x, y) flatten ceil(seq_len * q_heads * 4 / WORKGROUP_SIZE) workgroups.
+// Grid: (x, y) flatten ceil(seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
+// workgroups.
 enable subgroups;
 // Quad operations sit in the loop over this row's keys, whose trip count differs between
 // rows but never within a quad.
 diagnostic(off, subgroup_uniformity);
 
 override HEAD_DIM: u32 = 64u;
+// Query heads per quad, 1 to 4, dividing the heads per kv head (attention.py's
+// cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
+// spills private arrays indexed in a loop.
+override QUAD_HEADS: u32 = 1u;
 
 struct Params {
   seq_len: u32,
@@ -41,12 +49,29 @@ struct Position {
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
 
-const WORKGROUP_SIZE: u32 = 64u;
+// One quad per workgroup: these adapters run a workgroup on one core, and a decode step
+// has a quad per kv head only (SwiftShader, SmolLM2 at 1,000 keys: 31 ms per token
+// against 58 with 64 threads per workgroup).
+const WORKGROUP_SIZE: u32 = 4u;  // attention.py's CPU_WORKGROUP_SIZE
 const LANES: u32 = 4u;
-const LANE_VEC4S: u32 = 4u;  // 16 dims per lane
 override VEC4S: u32 = HEAD_DIM / 4u;
 // The most negative finite f32: the running max before any key.
 const LOWEST: f32 = -0x1.fffffep+127f;
+
+// A lane's 16 dims of a row of q, k, v or the output.
+struct Dims {
+  a: vec4<f32>,
+  b: vec4<f32>,
+  c: vec4<f32>,
+  d: vec4<f32>,
+}
+
+// One head's online softmax so far.
+struct Head {
+  running_max: f32,
+  weight_sum: f32,
+  acc: Dims,
+}
 
 // Vec4 `index` of the row at `base` in `q`, `k_cache` or `v_cache`; zero past HEAD_DIM
 // (a lane's last vec4s when HEAD_DIM < 64).
@@ -62,6 +87,47 @@ fn value_vec4(base: u32, index: u32) -> vec4<f32> {
   return select(vec4<f32>(), v_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
+// The lane's dims (from vec4 `first`) of the query row at `base`, scaled.
+fn query(base: u32, first: u32) -> Dims {
+  return Dims(
+    q_vec4(base, first) * p.scale, q_vec4(base, first + 1u) * p.scale,
+    q_vec4(base, first + 2u) * p.scale, q_vec4(base, first + 3u) * p.scale,
+  );
+}
+
+// The quad's score of a key: the four lanes' partial dots added up.
+fn score(query: Dims, key: Dims) -> f32 {
+  var s = dot(query.a, key.a) + dot(query.b, key.b) + dot(query.c, key.c) + dot(query.d, key.d);
+  s += quadSwapX(s);
+  s += quadSwapY(s);
+  return s;
+}
+
+// A head's softmax with one more key: its score and (this lane's dims of) its value.
+fn attend(head: Head, s: f32, value: Dims) -> Head {
+  let new_max = max(head.running_max, s);
+  let rescale = exp(head.running_max - new_max);
+  let weight = exp(s - new_max);
+  return Head(
+    new_max,
+    head.weight_sum * rescale + weight,
+    Dims(
+      head.acc.a * rescale + weight * value.a, head.acc.b * rescale + weight * value.b,
+      head.acc.c * rescale + weight * value.c, head.acc.d * rescale + weight * value.d,
+    ),
+  );
+}
+
+// A head's output: this lane's dims of its row at `base`.
+fn store_head(head: Head, base: u32, first: u32) {
+  let results = array<vec4<f32>, 4>(head.acc.a, head.acc.b, head.acc.c, head.acc.d);
+  for (var i = 0u; i < 4u; i++) {
+    if (first + i < VEC4S) {
+      out[base + first + i] = results[i] / head.weight_sum;
+    }
+  }
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(
   @builtin(local_invocation_index) lid: u32,
@@ -69,52 +135,65 @@ fn main(
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
   let thread = (wg.x + wg.y * groups.x) * WORKGROUP_SIZE + lid;
-  let tasks = p.seq_len * p.q_heads;
+  let quads_per_row = p.q_heads / QUAD_HEADS;
   // A whole quad is past the last task or none of it: no lane leaves a quad early.
-  let task = thread / LANES;  // row * q_heads + head
-  if (task >= tasks) {
+  let task = thread / LANES;  // row * quads_per_row + quad of the row
+  if (task >= p.seq_len * quads_per_row) {
     return;
   }
   let lane = thread % LANES;
-  let row = task / p.q_heads;
-  let head = task % p.q_heads;
-  let kv_head = head / (p.q_heads / p.kv_heads);
-  let first = lane * LANE_VEC4S;
+  let row = task / quads_per_row;
+  let first_head = (task % quads_per_row) * QUAD_HEADS;
+  let kv_head = first_head / (p.q_heads / p.kv_heads);
+  let first = lane * 4u;  // this lane's first vec4 of a row
 
-  let q_base = task * VEC4S;
-  let q0 = q_vec4(q_base, first) * p.scale;
-  let q1 = q_vec4(q_base, first + 1u) * p.scale;
-  let q2 = q_vec4(q_base, first + 2u) * p.scale;
-  let q3 = q_vec4(q_base, first + 3u) * p.scale;
-
-  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
-  var running_max = LOWEST;
-  var weight_sum = 0.0;
-  var acc0 = vec4<f32>();
-  var acc1 = vec4<f32>();
-  var acc2 = vec4<f32>();
-  var acc3 = vec4<f32>();
-  for (var key = 0u; key < keys; key++) {
-    let base = (key * p.kv_heads + kv_head) * VEC4S;
-    var s = dot(q0, key_vec4(base, first)) + dot(q1, key_vec4(base, first + 1u))
-      + dot(q2, key_vec4(base, first + 2u)) + dot(q3, key_vec4(base, first + 3u));
-    s += quadSwapX(s);
-    s += quadSwapY(s);
-    let new_max = max(running_max, s);
-    let rescale = exp(running_max - new_max);
-    let weight = exp(s - new_max);
-    running_max = new_max;
-    weight_sum = weight_sum * rescale + weight;
-    acc0 = acc0 * rescale + weight * value_vec4(base, first);
-    acc1 = acc1 * rescale + weight * value_vec4(base, first + 1u);
-    acc2 = acc2 * rescale + weight * value_vec4(base, first + 2u);
-    acc3 = acc3 * rescale + weight * value_vec4(base, first + 3u);
+  // Heads first_head .. first_head + QUAD_HEADS - 1: their rows follow each other in q.
+  let q_base = (row * p.q_heads + first_head) * VEC4S;
+  let q0 = query(q_base, first);
+  var q1 = Dims();
+  var q2 = Dims();
+  var q3 = Dims();
+  if (QUAD_HEADS > 1u) {
+    q1 = query(q_base + VEC4S, first);
+  }
+  if (QUAD_HEADS > 2u) {
+    q2 = query(q_base + 2u * VEC4S, first);
+  }
+  if (QUAD_HEADS > 3u) {
+    q3 = query(q_base + 3u * VEC4S, first);
   }
 
-  let results = array<vec4<f32>, LANE_VEC4S>(acc0, acc1, acc2, acc3);
-  for (var i = 0u; i < LANE_VEC4S; i++) {
-    if (first + i < VEC4S) {
-      out[q_base + first + i] = results[i] / weight_sum;
+  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
+  var h0 = Head(LOWEST, 0.0, Dims());
+  var h1 = h0;
+  var h2 = h0;
+  var h3 = h0;
+  for (var key = 0u; key < keys; key++) {
+    let base = (key * p.kv_heads + kv_head) * VEC4S;
+    let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
+    let v = Dims(
+      value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
+    );
+    h0 = attend(h0, score(q0, k), v);
+    if (QUAD_HEADS > 1u) {
+      h1 = attend(h1, score(q1, k), v);
     }
+    if (QUAD_HEADS > 2u) {
+      h2 = attend(h2, score(q2, k), v);
+    }
+    if (QUAD_HEADS > 3u) {
+      h3 = attend(h3, score(q3, k), v);
+    }
+  }
+
+  store_head(h0, q_base, first);
+  if (QUAD_HEADS > 1u) {
+    store_head(h1, q_base + VEC4S, first);
+  }
+  if (QUAD_HEADS > 2u) {
+    store_head(h2, q_base + 2u * VEC4S, first);
+  }
+  if (QUAD_HEADS > 3u) {
+    store_head(h3, q_base + 3u * VEC4S, first);
   }
 }

@@ -19,8 +19,9 @@ splits. The kernels read the position on the GPU (the SymInt's buffer), and the 
 room for more keys than the present ones: a decode step whose keys still fit it changes
 nothing here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
-and head walks all the row's keys with no barriers (which cost more than the arithmetic
-there), after buffer copies have put this call's keys and values into the caches.
+and up to four heads of one kv head walks all the row's keys with no barriers (which
+cost more than the arithmetic there), after buffer copies have put this call's keys and
+values into the caches.
 
 On GPUs, a decode step's attention also applies the rotary embedding to q and the new
 key, which it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
@@ -38,8 +39,9 @@ from .registry import OpHandler, register
 
 MAX_HEAD_DIM = 256  # sdpa.wgsl: 64 threads x 4 dims each
 CPU_MAX_HEAD_DIM = 64  # sdpa_cpu.wgsl: a quad of threads x 16 dims each
-CPU_THREADS_PER_ROW = 4  # sdpa_cpu.wgsl: a quad per query row and head
-CPU_WORKGROUP_SIZE = 64
+CPU_QUAD_THREADS = 4  # sdpa_cpu.wgsl: a quad per query row and cpu_quad_heads heads
+CPU_MAX_QUAD_HEADS = 4
+CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads spread over the cores
 MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
 MIN_CHUNK = 64  # one key per thread
 MAX_SPLITS = 256  # sdpa_combine.wgsl: one rescale factor per split in workgroup memory
@@ -53,6 +55,13 @@ TARGET_WORKGROUPS = 1024
 # 1B's 32 heads: 21 vs 35 at 128 keys, 29 vs 37 at 512, 39 vs 39 at 1,024, 60 vs 48 at
 # 2,048; SmolLM2's 9: 22 vs 34, 26 vs 34, 33 vs 36, 53 vs 29.
 WHOLE_ROW_MAX_KEYS = 1024
+
+
+def cpu_quad_heads(q_heads: int, kv_heads: int) -> int:
+    """Query heads sdpa_cpu.wgsl's quads each take: the most, up to CPU_MAX_QUAD_HEADS,
+    that divide the heads sharing a kv head (every key a quad loads serves them all)."""
+    group = q_heads // kv_heads
+    return max(n for n in range(1, CPU_MAX_QUAD_HEADS + 1) if group % n == 0)
 
 
 def split_keys(keys: int, rows: int) -> tuple[int, int]:
@@ -207,7 +216,8 @@ class CausalAttention(OpHandler):
         constants = {"HEAD_DIM": self.head_dim}
         self.on_cpu = self.runs_cpu_kernel()
         if self.on_cpu:
-            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", constants)
+            self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
+            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", {**constants, "QUAD_HEADS": self.quad_heads})
             self.cpu_group = device.bind_group(
                 self.cpu_pipeline,
                 {0: self.out.buffer, 2: q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position},
@@ -258,7 +268,7 @@ class CausalAttention(OpHandler):
                 row_bytes = self.kv_heads * self.head_dim * 4
                 for new, cache in ((self.k, self.k_cache), (self.v, self.v_cache)):
                     recorder.copy(new.buffer, cache.buffer, self.rows * row_bytes, dst_offset=self.input_pos * row_bytes)
-            threads = self.rows * self.q_heads * CPU_THREADS_PER_ROW
+            threads = self.rows * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
             recorder.dispatch(self.cpu_pipeline, self.cpu_group, *linear_grid(threads, CPU_WORKGROUP_SIZE))
             return
         self.dispatch_sdpa(recorder, self.kernels)
