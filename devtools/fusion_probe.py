@@ -17,7 +17,7 @@ import struct
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, request_device
-from pywebgpu.kernels import load_wgsl
+from pywebgpu.ops.linear import linear_source
 
 from .probe_timing import best_submit_seconds
 
@@ -31,7 +31,7 @@ async def main():
     device = await request_device()
     print(device.adapter.description)
     pipeline = await device.compute_pipeline(
-        load_wgsl("linear_q4gsw"), "gemv_coop", entry_point="gemv_coop", constants={"HAS_BIAS": False, "HAS_RESIDUAL": False}
+        linear_source("subgroups" in device.features), "gemv_coop", entry_point="gemv_coop", constants={"HAS_BIAS": False, "HAS_RESIDUAL": False}
     )
     x = device.create_buffer_with_data(array("f", [1.0] * K), label="x")
 

@@ -18,8 +18,7 @@ import struct
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, linear_grid, request_device
-from pywebgpu.kernels import load_wgsl
-from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS
+from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS, linear_source
 
 from .probe_timing import best_submit_seconds
 
@@ -44,7 +43,7 @@ KERNELS = {"gemv_coop": COOP_ROWS, "gemv_coop4": COOP4_OUTPUTS_PER_WORKGROUP}  #
 async def main():
     device = await request_device()
     print(device.adapter.description)
-    source = load_wgsl("linear_q4gsw")
+    source = linear_source("subgroups" in device.features)
 
     for name, (n, k, constants) in SHAPES.items():
         x_values = 2 * k if constants.get("X_SILU_MUL") else k

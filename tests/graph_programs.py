@@ -24,14 +24,17 @@ def _host(shape, dtype, data):
     return HostTensor(tuple(shape), values, dtype)
 
 
-async def run_graph(data, runs, kernel_set=None):
+async def run_graph(data, runs, kernel_set=None, hidden_features=()):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
     (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile, load included: fusion
-    decides by it). Returns {"results": per run [[shape, bytes], ...], "ops": the names
-    of the ops the runtime ran (after fusion), "resized": per run the names of the ops it
-    resized, "kernel_set": the set that ran}."""
+    decides by it; and the device's `hidden_features` hidden). Returns {"results": per
+    run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
+    fusion), "resized": per run the names of the ops it resized, "kernel_set": the set
+    that ran, "features": the device's features it ran with}."""
     device = await _get_device()
+    features = device.features
     registry.FORCE_KERNEL_SET = kernel_set
+    device.features = features - set(hidden_features)
     try:
         graph = await load(device, data)
         results, resized = [], []
@@ -42,9 +45,17 @@ async def run_graph(data, runs, kernel_set=None):
             outputs = await graph.execute(*[_host(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
         ran = registry.kernel_set_for(device)
+        ran_with = sorted(device.features)
     finally:
         registry.FORCE_KERNEL_SET = None
-    return {"results": results, "ops": sorted({op.name for op in graph.ops}), "resized": resized, "kernel_set": ran}
+        device.features = features
+    return {
+        "results": results,
+        "ops": sorted({op.name for op in graph.ops}),
+        "resized": resized,
+        "kernel_set": ran,
+        "features": ran_with,
+    }
 
 
 def _noting_resizes(op, resized):
@@ -58,17 +69,17 @@ def _noting_resizes(op, resized):
 
 
 async def run_graphs_from_urls(jobs):
-    """In the page: [[url, runs, kernel_set], ...] → per job run_graph's answer or
-    {"error": "..."}."""
+    """In the page: [[url, runs, kernel_set, hidden_features], ...] → per job run_graph's
+    answer or {"error": "..."}."""
     import js
 
     answers = []
-    for url, runs, kernel_set in jobs:
+    for url, runs, kernel_set, hidden_features in jobs:
         try:
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set))
+            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features))
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

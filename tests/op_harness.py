@@ -39,6 +39,9 @@ class OpCase:
     # Forces registry.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
     # kernel sets are tested whatever kind of adapter runs the tests.
     kernel_set: str | None = None
+    # Adapter features the device pretends not to have while the case runs (e.g.
+    # "subgroups": the kernels that adapters without them run).
+    hidden_features: tuple = ()
     # Names of ops the runtime must run (e.g. one its fusion makes), or must not.
     expect_ops: tuple = ()
     expect_no_ops: tuple = ()
@@ -52,6 +55,13 @@ def in_both_kernel_sets(case: OpCase) -> list[OpCase]:
     """The case run with the kernels for CPU adapters and with those for GPUs (ids
     suffixed -cpu / -gpu; one export serves both)."""
     return [dataclasses.replace(case, id=f"{case.id}-{kernel_set}", kernel_set=kernel_set) for kernel_set in ("cpu", "gpu")]
+
+
+def without_subgroups(case: OpCase) -> OpCase:
+    """The case run with the kernels for CPU adapters on a device without subgroups (id
+    suffixed -cpu-no-subgroups, in place of a -cpu), which run no quad operations."""
+    case_id = case.id.removesuffix("-cpu")
+    return dataclasses.replace(case, id=f"{case_id}-cpu-no-subgroups", kernel_set="cpu", hidden_features=("subgroups",))
 
 
 def all_cases() -> list[OpCase]:
@@ -136,6 +146,7 @@ def check_case(case: OpCase, answer):
         assert name in answer["ops"], f"{case.id}: the runtime ran no {name!r} op: {answer['ops']}"
     for name in case.expect_no_ops:
         assert name not in answer["ops"], f"{case.id}: the runtime ran a {name!r} op: {answer['ops']}"
+    assert not set(case.hidden_features) & set(answer["features"]), f"{case.id}: ran with {answer['features']}"
     results = answer["results"]
     assert len(results) == len(case.runs)
     shared_module = reference_module(case) if case.stateful else None

@@ -141,14 +141,17 @@ fn scales4(first: u32) -> vec4<f32> {
 // SIMD batch after another. There every thread walks its own weight rows; the x rows are
 // read by every thread and stay in cache. On such adapters a load costs far more than an
 // arithmetic instruction (each is a gather, lane by lane), so a thread makes each value
-// it loads serve several products: `gemv` (decode; linear_q4gsw_gemv.wgsl, as it needs
+// it loads serve several products: `gemv` (decode; linear_q4gsw_quads.wgsl, as it needs
 // subgroups) computes 8 outputs of one row of x per thread; `gemv_rows` (below: prefill,
 // and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of
-// x, so that each x value it loads serves ROWS_OUTPUTS weights and each unpacked word
-// GEMV_ROWS rows (SwiftShader, SmolLM2's linears at 64 rows: 16 outputs 1.9x faster than
-// 4; 8 rows a further 1.15x, not taken: more rows computed for nothing at small M, a
-// longer kernel to compile at load; 4 outputs were 2x the tiled GEMM, whose barriers cost
-// more than they save).
+// x, so that each x value serves ROWS_OUTPUTS weights and each unpacked word GEMV_ROWS
+// rows (SwiftShader, SmolLM2's linears at 64 rows: 16 outputs 1.9x faster than 4, and
+// 4 outputs were 2x the tiled GEMM, whose barriers cost more than they save). Its x
+// values come from x_slots, which the module appended to this one defines: with
+// subgroups (linear_q4gsw_quads.wgsl) lane j of a quad loads those of row j of each 4
+// and hands them to the other lanes by quad swaps, three shuffles instead of three
+// gathers (8 rows with quads against 4 rows without: 1.4x; 8 rows alone 1.15-1.2x);
+// without, every lane loads them all (linear_q4gsw_no_quads.wgsl).
 // Accumulators are scalars or vectors, never private arrays indexed in a loop
 // (SwiftShader spills those: ~1.8x slower).
 //
@@ -164,7 +167,7 @@ fn scales4(first: u32) -> vec4<f32> {
 // GEMV_ROWS).
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
 const ROWS_OUTPUTS: u32 = 16u;  // linear.py's ROWS_OUTPUTS
-const GEMV_ROWS: u32 = 4u;  // linear.py's GEMV_ROWS
+const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
 
@@ -232,17 +235,69 @@ fn weight_rows4(first: u32) -> vec4<u32> {
   return vec4<u32>(weight_row(first), weight_row(first + 1u), weight_row(first + 2u), weight_row(first + 3u));
 }
 
-// Stores outputs n0 .. n0 + 15 of row m (`t` 4 at a time), those below M and N.
-fn store_row16(m: u32, n0: u32, t0: vec4<f32>, t1: vec4<f32>, t2: vec4<f32>, t3: vec4<f32>) {
+// ROWS_OUTPUTS outputs of one row of x, 4 at a time.
+struct Outputs16 {
+  a: vec4<f32>,
+  b: vec4<f32>,
+  c: vec4<f32>,
+  d: vec4<f32>,
+}
+
+// A row's sums over the words of a group so far, and the offset_sum of their x values.
+struct RowSums {
+  sums: Outputs16,
+  offset_sum: f32,
+}
+
+// A row's x values at a word for each of a quad's 4 slots (x_slots): slot s of lane j
+// is row j ^ s of the 4 rows (so each lane holds all 4, and lane j's slot 0 is row j).
+struct XSlots {
+  s0: XWord,
+  s1: XWord,
+  s2: XWord,
+  s3: XWord,
+}
+
+// `sums` plus one row's x values at a word times the words of 16 outputs (u0 .. u3).
+fn add_word(sums: RowSums, u0: Words4, u1: Words4, u2: Words4, u3: Words4, x: XWord) -> RowSums {
+  let s = sums.sums;
+  return RowSums(
+    Outputs16(s.a + dot_words4(u0, x), s.b + dot_words4(u1, x), s.c + dot_words4(u2, x), s.d + dot_words4(u3, x)),
+    sums.offset_sum + x.offset_sum,
+  );
+}
+
+// `total` plus a group's sums of a row, the + 8 taken off, times the group's scales.
+fn add_group(total: Outputs16, group: RowSums, scales: Outputs16) -> Outputs16 {
+  let offset = 8.0 * group.offset_sum;
+  let s = group.sums;
+  return Outputs16(
+    total.a + (s.a - offset) * scales.a, total.b + (s.b - offset) * scales.b,
+    total.c + (s.c - offset) * scales.c, total.d + (s.d - offset) * scales.d,
+  );
+}
+
+// Stores outputs n0 .. n0 + 15 of row m, those below M and N.
+fn store_row16(m: u32, n0: u32, totals: Outputs16) {
   if (m >= p.m) {
     return;
   }
-  let totals = array<vec4<f32>, 4>(t0, t1, t2, t3);
+  let by_four = array<vec4<f32>, 4>(totals.a, totals.b, totals.c, totals.d);
   for (var j = 0u; j < ROWS_OUTPUTS; j++) {
     if (n0 + j < p.n) {
-      store(m, n0 + j, totals[j / 4u][j % 4u]);
+      store(m, n0 + j, by_four[j / 4u][j % 4u]);
     }
   }
+}
+
+// Where the x rows of slots 0 .. 3 of a lane start, for the 4 rows from `first` (rows
+// past M repeat the last one: in bounds, never stored).
+fn slot_rows(first: u32, lane: u32) -> vec4<u32> {
+  let last = p.m - 1u;
+  return vec4<u32>(
+    x_row_start(min(first + lane, last)), x_row_start(min(first + (lane ^ 1u), last)),
+    x_row_start(min(first + (lane ^ 2u), last)), x_row_start(min(first + (lane ^ 3u), last)),
+  );
 }
 
 @compute @workgroup_size(ROWS_THREADS)
@@ -252,74 +307,60 @@ fn gemv_rows(
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
   let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
-  if (n0 >= p.n) {
+  let lane = lid % 4u;  // in the quad
+  // A quad whose first outputs are past N leaves whole; in the others every thread
+  // stays (x_slots may be quad operations), reading the last weight row past N.
+  if (n0 - lane * ROWS_OUTPUTS >= p.n) {
     return;
   }
-  // Rows of x past M repeat the last one (in bounds, never written).
+  // Rows m0 .. m0 + 3 (x_lo) and m0 + 4 .. m0 + 7 (x_hi), in this lane's slot order.
   let m0 = wg.z * GEMV_ROWS;
-  let x_row0 = x_row_start(m0);
-  let x_row1 = x_row_start(min(m0 + 1u, p.m - 1u));
-  let x_row2 = x_row_start(min(m0 + 2u, p.m - 1u));
-  let x_row3 = x_row_start(min(m0 + 3u, p.m - 1u));
-  // Outputs n0 + 4b .. n0 + 4b + 3: weight rows b (past N: the last row, never stored).
+  let x_lo = slot_rows(m0, lane);
+  let x_hi = slot_rows(m0 + 4u, lane);
+  // Outputs n0 + 4b .. n0 + 4b + 3: weight rows b.
   let rows0 = weight_rows4(n0);
   let rows1 = weight_rows4(n0 + 4u);
   let rows2 = weight_rows4(n0 + 8u);
   let rows3 = weight_rows4(n0 + 12u);
   let words_per_group = p.group_size / 8u;
-  // total_r_b: outputs n0 + 4b .. of row m0 + r.
-  var total0_0 = vec4<f32>(); var total0_1 = vec4<f32>(); var total0_2 = vec4<f32>(); var total0_3 = vec4<f32>();
-  var total1_0 = vec4<f32>(); var total1_1 = vec4<f32>(); var total1_2 = vec4<f32>(); var total1_3 = vec4<f32>();
-  var total2_0 = vec4<f32>(); var total2_1 = vec4<f32>(); var total2_2 = vec4<f32>(); var total2_3 = vec4<f32>();
-  var total3_0 = vec4<f32>(); var total3_1 = vec4<f32>(); var total3_2 = vec4<f32>(); var total3_3 = vec4<f32>();
+  // total_s: the row of slot s (lo: 0 .. 3, hi: 4 .. 7).
+  var total_lo0 = Outputs16(); var total_lo1 = Outputs16(); var total_lo2 = Outputs16(); var total_lo3 = Outputs16();
+  var total_hi0 = Outputs16(); var total_hi1 = Outputs16(); var total_hi2 = Outputs16(); var total_hi3 = Outputs16();
   for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    var sum0_0 = vec4<f32>(); var sum0_1 = vec4<f32>(); var sum0_2 = vec4<f32>(); var sum0_3 = vec4<f32>();
-    var sum1_0 = vec4<f32>(); var sum1_1 = vec4<f32>(); var sum1_2 = vec4<f32>(); var sum1_3 = vec4<f32>();
-    var sum2_0 = vec4<f32>(); var sum2_1 = vec4<f32>(); var sum2_2 = vec4<f32>(); var sum2_3 = vec4<f32>();
-    var sum3_0 = vec4<f32>(); var sum3_1 = vec4<f32>(); var sum3_2 = vec4<f32>(); var sum3_3 = vec4<f32>();
-    var offset_sums = vec4<f32>();  // XWord.offset_sum of each row
+    var lo0 = RowSums(); var lo1 = RowSums(); var lo2 = RowSums(); var lo3 = RowSums();
+    var hi0 = RowSums(); var hi1 = RowSums(); var hi2 = RowSums(); var hi3 = RowSums();
     for (var w = first; w < first + words_per_group; w++) {
-      // The words of the 16 outputs, unpacked once for the four rows.
+      // The words of the 16 outputs, unpacked once for the eight rows.
       let u0 = words4(rows0, w);
       let u1 = words4(rows1, w);
       let u2 = words4(rows2, w);
       let u3 = words4(rows3, w);
-      let x0 = x_word(x_row0, w);
-      offset_sums.x += x0.offset_sum;
-      sum0_0 += dot_words4(u0, x0); sum0_1 += dot_words4(u1, x0);
-      sum0_2 += dot_words4(u2, x0); sum0_3 += dot_words4(u3, x0);
-      let x1 = x_word(x_row1, w);
-      offset_sums.y += x1.offset_sum;
-      sum1_0 += dot_words4(u0, x1); sum1_1 += dot_words4(u1, x1);
-      sum1_2 += dot_words4(u2, x1); sum1_3 += dot_words4(u3, x1);
-      let x2 = x_word(x_row2, w);
-      offset_sums.z += x2.offset_sum;
-      sum2_0 += dot_words4(u0, x2); sum2_1 += dot_words4(u1, x2);
-      sum2_2 += dot_words4(u2, x2); sum2_3 += dot_words4(u3, x2);
-      let x3 = x_word(x_row3, w);
-      offset_sums.w += x3.offset_sum;
-      sum3_0 += dot_words4(u0, x3); sum3_1 += dot_words4(u1, x3);
-      sum3_2 += dot_words4(u2, x3); sum3_3 += dot_words4(u3, x3);
+      let xl = x_slots(x_lo, w);
+      lo0 = add_word(lo0, u0, u1, u2, u3, xl.s0);
+      lo1 = add_word(lo1, u0, u1, u2, u3, xl.s1);
+      lo2 = add_word(lo2, u0, u1, u2, u3, xl.s2);
+      lo3 = add_word(lo3, u0, u1, u2, u3, xl.s3);
+      let xh = x_slots(x_hi, w);
+      hi0 = add_word(hi0, u0, u1, u2, u3, xh.s0);
+      hi1 = add_word(hi1, u0, u1, u2, u3, xh.s1);
+      hi2 = add_word(hi2, u0, u1, u2, u3, xh.s2);
+      hi3 = add_word(hi3, u0, u1, u2, u3, xh.s3);
     }
     let scale = (first / words_per_group) * p.scale_stride + n0;
-    let scales0 = scales4(scale);
-    let scales1 = scales4(scale + 4u);
-    let scales2 = scales4(scale + 8u);
-    let scales3 = scales4(scale + 12u);
-    let offsets = 8.0 * offset_sums;
-    total0_0 += (sum0_0 - offsets.x) * scales0; total0_1 += (sum0_1 - offsets.x) * scales1;
-    total0_2 += (sum0_2 - offsets.x) * scales2; total0_3 += (sum0_3 - offsets.x) * scales3;
-    total1_0 += (sum1_0 - offsets.y) * scales0; total1_1 += (sum1_1 - offsets.y) * scales1;
-    total1_2 += (sum1_2 - offsets.y) * scales2; total1_3 += (sum1_3 - offsets.y) * scales3;
-    total2_0 += (sum2_0 - offsets.z) * scales0; total2_1 += (sum2_1 - offsets.z) * scales1;
-    total2_2 += (sum2_2 - offsets.z) * scales2; total2_3 += (sum2_3 - offsets.z) * scales3;
-    total3_0 += (sum3_0 - offsets.w) * scales0; total3_1 += (sum3_1 - offsets.w) * scales1;
-    total3_2 += (sum3_2 - offsets.w) * scales2; total3_3 += (sum3_3 - offsets.w) * scales3;
+    let scales = Outputs16(scales4(scale), scales4(scale + 4u), scales4(scale + 8u), scales4(scale + 12u));
+    total_lo0 = add_group(total_lo0, lo0, scales); total_lo1 = add_group(total_lo1, lo1, scales);
+    total_lo2 = add_group(total_lo2, lo2, scales); total_lo3 = add_group(total_lo3, lo3, scales);
+    total_hi0 = add_group(total_hi0, hi0, scales); total_hi1 = add_group(total_hi1, hi1, scales);
+    total_hi2 = add_group(total_hi2, hi2, scales); total_hi3 = add_group(total_hi3, hi3, scales);
   }
-  store_row16(m0, n0, total0_0, total0_1, total0_2, total0_3);
-  store_row16(m0 + 1u, n0, total1_0, total1_1, total1_2, total1_3);
-  store_row16(m0 + 2u, n0, total2_0, total2_1, total2_2, total2_3);
-  store_row16(m0 + 3u, n0, total3_0, total3_1, total3_2, total3_3);
+  store_row16(m0 + lane, n0, total_lo0);
+  store_row16(m0 + (lane ^ 1u), n0, total_lo1);
+  store_row16(m0 + (lane ^ 2u), n0, total_lo2);
+  store_row16(m0 + (lane ^ 3u), n0, total_lo3);
+  store_row16(m0 + 4u + lane, n0, total_hi0);
+  store_row16(m0 + 4u + (lane ^ 1u), n0, total_hi1);
+  store_row16(m0 + 4u + (lane ^ 2u), n0, total_hi2);
+  store_row16(m0 + 4u + (lane ^ 3u), n0, total_hi3);
 }
 
 // --- gemv_coop, gemv_coop4: teams of COOP_THREADS threads, x staged in workgroup memory --

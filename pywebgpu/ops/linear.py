@@ -1,4 +1,5 @@
-"""4-bit group-quantized linears (kernels: wgsl/linear_q4gsw.wgsl, wgsl/linear_q4gsw_gemv.wgsl,
+"""4-bit group-quantized linears (kernels: wgsl/linear_q4gsw.wgsl, with
+wgsl/linear_q4gsw_quads.wgsl or wgsl/linear_q4gsw_no_quads.wgsl,
 wgsl/dynamic_quant_int8.wgsl).
 
 - `et_vk.linear_q4gsw(x, weights, scales, group_size, bias?)` (`-qmode 4w`): f32 x times
@@ -26,7 +27,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_gemv.wgsl)
+GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 GEMV_CHUNK_VALUES = 32  # gemv reads weights in chunks of 4 words: group sizes a multiple of this
 ROWS_THREADS = 64  # threads per gemv_rows workgroup (linear_q4gsw.wgsl)
@@ -42,22 +43,30 @@ ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
 # and threads walking their own weight rows are fastest: `gemv` (8 outputs each, x
-# shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each) for
-# more, at any M (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row
+# shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each, x
+# shared by quads where the adapter has subgroups) for more, at any M (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row
 # that gemv cannot take (no subgroups, or a group size that is not a multiple of
 # GEMV_CHUNK_VALUES). GPUs want coalesced weight
 # reads: a team of threads per output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for
 # large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
-GEMV_ROWS = 4  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
+GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
 # The entry points each kind of adapter runs: only those are built (the kind is fixed at
 # load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
 KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4", "gemm")}
-# gemv's source: linear_q4gsw.wgsl and linear_q4gsw_gemv.wgsl behind the directives of its
-# quad operations (a module's directives come first; wgpu-native drops them, naga takes
-# subgroup builtins without them).
-GEMV_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"
+# The linears' module: linear_q4gsw.wgsl, and with subgroups linear_q4gsw_quads.wgsl
+# (gemv, and gemv_rows' x shared by quads) behind the directives of its quad operations (a
+# module's directives come first; wgpu-native drops them, naga takes subgroup builtins
+# without them), else linear_q4gsw_no_quads.wgsl.
+QUAD_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"
+
+
+def linear_source(subgroups: bool) -> str:
+    """The WGSL module of the linears' kernels for an adapter with or without subgroups."""
+    if subgroups:
+        return QUAD_DIRECTIVES + load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_quads")
+    return load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_no_quads")
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127
@@ -150,14 +159,11 @@ class LinearQ4gsw(OpHandler):
             7: outputs[1],
             8: outputs[2],
         }
-        if kernel == "gemv":
-            source = GEMV_DIRECTIVES + load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_gemv")
-            pipeline = await self.graph.device.compute_pipeline(
-                source, label=f"linear_q4gsw_gemv#{self.index}", entry_point=kernel, constants=constants
-            )
-        else:
-            pipeline = await self.make_pipeline("linear_q4gsw", constants, entry_point=kernel)
-        return pipeline, self.graph.device.bind_group(pipeline, buffers)
+        device = self.graph.device
+        pipeline = await device.compute_pipeline(
+            linear_source("subgroups" in device.features), label=f"linear_q4gsw#{self.index}", entry_point=kernel, constants=constants
+        )
+        return pipeline, device.bind_group(pipeline, buffers)
 
     def resize(self):
         x_features = 2 * self.k if self.x_silu_mul else self.k

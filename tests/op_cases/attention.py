@@ -12,7 +12,7 @@ from torch.export import Dim
 
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
 from op_cases.rope import Rope, tables
-from op_harness import OpCase, in_both_kernel_sets
+from op_harness import OpCase, in_both_kernel_sets, without_subgroups
 
 
 class KVCacheAttention(torch.nn.Module):
@@ -142,9 +142,13 @@ def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
     ]
 
 
+# Prefill, decode steps, then a multi-token chunk at a later position.
+GQA2 = attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8)
+
 CASES = [
-    # Prefill, decode steps, then a multi-token chunk at a later position.
-    *attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
+    *GQA2,
+    # Adapters without subgroups run sdpa.wgsl with the kernels for CPU adapters.
+    without_subgroups(GQA2[0]),
     *attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
     *attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
     # Over 64 keys: rows split over several workgroups, merged by the combine pass.

@@ -24,7 +24,7 @@ from torchao.quantization.quant_api import (
 )
 
 from op_cases.norm import RMSNorm
-from op_harness import OpCase, in_both_kernel_sets
+from op_harness import OpCase, in_both_kernel_sets, without_subgroups
 
 
 def linear_4w(k, n, group_size=32, bias=False, seed=0):
@@ -150,6 +150,14 @@ def mlp_cases(case_id, module, inputs, fused=MLP_FUSED, expect_no_ops=(), **kwar
     return cases
 
 seq = Dim("seq", min=1, max=80)
+# Rows of x: not a multiple of gemv_rows' 8, one (gemv), more than 64.
+DYNAMIC_SEQ = q4(
+    "linear-q4gsw-dynamic-seq",
+    linear_4w(128, 76, bias=True, seed=6),
+    (r(1, 9, 128),),
+    more_runs=[(r(1, 1, 128, seed=1),), (r(1, 80, 128, seed=2),), (r(1, 3, 128, seed=3),)],
+    dynamic_shapes=({1: seq},),
+)
 
 CASES = [
     # -qmode 4w: et_vk.linear_q4gsw
@@ -168,13 +176,9 @@ CASES = [
     *both_kernel_sets("linear-q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
     *both_kernel_sets("linear-q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
     *both_kernel_sets("linear-q4gsw-gs128-m13", linear_4w(256, 36, group_size=128, seed=5), (r(1, 13, 256),)),
-    *both_kernel_sets(
-        "linear-q4gsw-dynamic-seq",
-        linear_4w(128, 76, bias=True, seed=6),
-        (r(1, 9, 128),),
-        more_runs=[(r(1, 1, 128, seed=1),), (r(1, 80, 128, seed=2),), (r(1, 3, 128, seed=3),)],
-        dynamic_shapes=({1: seq},),
-    ),
+    *in_both_kernel_sets(DYNAMIC_SEQ),
+    # Adapters without subgroups: gemv_rows loads every row's x itself, and runs single rows.
+    without_subgroups(DYNAMIC_SEQ),
     # The residual add folded into the linear, decode and prefill shapes; not where the
     # residual broadcasts or the linear's output has another reader.
     *both_kernel_sets(

@@ -1,8 +1,24 @@
-// The decode GEMV for CPU adapters with subgroups (SwiftShader, lavapipe; elsewhere
-// gemv_rows runs single rows too). ops/linear.py appends this file to linear_q4gsw.wgsl,
-// whose section on the kernels for CPU adapters describes the approach, behind the
-// directives the quad operations need.
-//
+// The parts of the kernels for CPU adapters that share values through quads, for adapters
+// with subgroups (SwiftShader, lavapipe): the decode GEMV, and the x values of gemv_rows
+// (elsewhere linear_q4gsw_no_quads.wgsl loads them, and single rows run gemv_rows too).
+// ops/linear.py appends this file to linear_q4gsw.wgsl, whose section on the kernels for
+// CPU adapters describes the approach, behind the directives the quad operations need.
+// A quad is 4 consecutive invocations (as sdpa_cpu.wgsl assumes too).
+
+// gemv_rows' x values at word w for the 4 rows of a lane's slots (x_rows: where they
+// start; see XSlots): each lane loads its slot 0 (row j of lane j), and quad swaps
+// bring it the others, a SIMD shuffle each where a load is a gather, lane by lane.
+fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
+  let x = x_word(x_rows.x, w);
+  return XSlots(
+    x,
+    XWord(quadSwapX(x.lo), quadSwapX(x.hi), quadSwapX(x.offset_sum)),
+    XWord(quadSwapY(x.lo), quadSwapY(x.hi), quadSwapY(x.offset_sum)),
+    XWord(quadSwapDiagonal(x.lo), quadSwapDiagonal(x.hi), quadSwapDiagonal(x.offset_sum)),
+  );
+}
+
+// --- gemv
 // Each thread computes GEMV_OUTPUTS consecutive outputs of one row of x, so that each x
 // value serves GEMV_OUTPUTS weights, and loads its weights a chunk of 4 words (32 values)
 // at a time. Every storage load there is a gather, lane by lane, while a quad broadcast
@@ -10,10 +26,9 @@
 // hands them to the other three. SwiftShader, SmolLM2's decode shapes, against the
 // 4-outputs, word-at-a-time kernel this replaced (both unpacking by masks): 8 outputs
 // 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x.
-// A quad is 4 consecutive invocations (as sdpa_cpu.wgsl assumes too), its threads
-// consecutive outputs: a quad whose first output is past N leaves whole; in the others
-// every thread stays to the end (outputs past N read the last weight row, weight_row,
-// and are never stored).
+// A quad's threads take consecutive outputs: a quad whose first output is past N leaves
+// whole; in the others every thread stays to the end (outputs past N read the last
+// weight row, weight_row, and are never stored).
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
 const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
 const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
