@@ -11,7 +11,7 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory):
     (python_page.server.files_dir / "tiny_llama.pte").write_bytes(trace.pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
     # The adapter's own kernels (SwiftShader's: those for CPU adapters), then those for GPUs.
-    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set] for kernel_set in (None, "gpu")]
+    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set, []] for kernel_set in (None, "gpu")]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
