@@ -44,11 +44,11 @@ ELEMENTWISE_WORKGROUP = 256
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
 # and threads walking their own weight rows are fastest: `gemv` (8 outputs each, x
 # shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each, x
-# shared by quads where the adapter has subgroups) for more, at any M (SwiftShader: 2x the tiled GEMM at 128 rows, 3x at 8), and for one row
-# that gemv cannot take (no subgroups, or a group size that is not a multiple of
-# GEMV_CHUNK_VALUES). GPUs want coalesced weight
-# reads: a team of threads per output (`gemv_coop`) or per 4 outputs (`gemv_coop4`, for
-# large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
+# shared by quads where the adapter has subgroups) for more, at any M (SwiftShader: 2x
+# the tiled GEMM at 128 rows, 3x at 8), and for one row that gemv cannot take (no
+# subgroups, or a group size that is not a multiple of GEMV_CHUNK_VALUES). GPUs want
+# coalesced weight reads: a team of threads per output (`gemv_coop`) or per 4 outputs
+# (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
@@ -60,6 +60,11 @@ KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4
 # module's directives come first; wgpu-native drops them, naga takes subgroup builtins
 # without them), else linear_q4gsw_no_quads.wgsl.
 QUAD_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"
+# The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
+WORD_VALUES = 8
+INT8_MIN, INT8_MAX = -128, 127
+# torchao's default eps for float32 inputs: torch.finfo(torch.float32).smallest_normal.
+F32_SMALLEST_NORMAL = 2.0**-126
 
 
 def linear_source(subgroups: bool) -> str:
@@ -67,11 +72,6 @@ def linear_source(subgroups: bool) -> str:
     if subgroups:
         return QUAD_DIRECTIVES + load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_quads")
     return load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_no_quads")
-# The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
-WORD_VALUES = 8
-INT8_MIN, INT8_MAX = -128, 127
-# torchao's default eps for float32 inputs: torch.finfo(torch.float32).smallest_normal.
-F32_SMALLEST_NORMAL = 2.0**-126
 
 
 class LinearQ4gsw(OpHandler):
@@ -160,9 +160,8 @@ class LinearQ4gsw(OpHandler):
             8: outputs[2],
         }
         device = self.graph.device
-        pipeline = await device.compute_pipeline(
-            linear_source("subgroups" in device.features), label=f"linear_q4gsw#{self.index}", entry_point=kernel, constants=constants
-        )
+        source = linear_source("subgroups" in device.features)
+        pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=kernel, constants=constants)
         return pipeline, device.bind_group(pipeline, buffers)
 
     def resize(self):
