@@ -290,6 +290,13 @@ fn store_row16(m: u32, n0: u32, totals: Outputs16) {
   }
 }
 
+// Whether every output of a quad (whose thread at `lane` starts at output n0, each lane
+// `outputs` after the last) is past N: such a quad leaves whole; in the others every
+// thread stays, as the kernel may run quad operations.
+fn quad_past_n(n0: u32, lane: u32, outputs: u32) -> bool {
+  return n0 - lane * outputs >= p.n;
+}
+
 // Where the x rows of slots 0 .. 3 of a lane start, for the 4 rows from `first` (rows
 // past M repeat the last one: in bounds, never stored).
 fn slot_rows(first: u32, lane: u32) -> vec4<u32> {
@@ -308,9 +315,9 @@ fn gemv_rows(
 ) {
   let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
   let lane = lid % 4u;  // in the quad
-  // A quad whose first outputs are past N leaves whole; in the others every thread
-  // stays (x_slots may be quad operations), reading the last weight row past N.
-  if (n0 - lane * ROWS_OUTPUTS >= p.n) {
+  // Threads past N in a quad that stays (x_slots may be quad operations) read the last
+  // weight row.
+  if (quad_past_n(n0, lane, ROWS_OUTPUTS)) {
     return;
   }
   // Rows m0 .. m0 + 3 (x_lo) and m0 + 4 .. m0 + 7 (x_hi), in this lane's slot order.

@@ -74,7 +74,7 @@ fn gemv(
 ) {
   let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
   let lane = lid % 4u;  // in the quad
-  if (n0 - lane * GEMV_OUTPUTS >= p.n) {
+  if (quad_past_n(n0, lane, GEMV_OUTPUTS)) {
     return;
   }
   let m = wg.z;
