@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import array
+
 import js
 from pyodide.code import run_js
 from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
@@ -89,6 +91,17 @@ _ENCODE_AND_SUBMIT_JS = """
   return staging == null ? null : staging.mapAsync(1 /* GPUMapMode.READ */);
 }
 """
+
+
+# Python's own byte containers, ruled out before asking whether data is a JS object:
+# isinstance against JsProxy runs Python code in Pyodide (its metaclass's
+# __instancecheck__), and a decode step's small writes ask it twice each.
+_PYTHON_BYTES = (bytes, bytearray, memoryview, array.array)
+
+
+def _is_js(data) -> bool:
+    """Whether `data` is a JS object (an ArrayBuffer or typed array), not Python bytes."""
+    return not isinstance(data, _PYTHON_BYTES) and isinstance(data, JsProxy)
 
 
 def _js(value):
@@ -208,13 +221,14 @@ class BrowserDevice(Device):
         return finish
 
     def _js_bytes_length(self, data):
-        return data.byteLength if isinstance(data, JsProxy) else None
+        return data.byteLength if _is_js(data) else None
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
-        if not isinstance(data, JsProxy) and size <= HELD_WRITE_BYTES:
+        from_js = _is_js(data)
+        if not from_js and size <= HELD_WRITE_BYTES:
             if self._held_bytes + size > HELD_DATA_CAPACITY:
                 self._hand_over_writes()
             start = self._held_bytes
@@ -223,7 +237,7 @@ class BrowserDevice(Device):
             self._held_bytes = start + size
             return
         self._hand_over_writes()
-        if isinstance(data, JsProxy):
+        if from_js:
             # For typed arrays writeBuffer counts offsets in elements; a byte view of the
             # same memory keeps every offset in bytes. No copy through Python either way.
             if not hasattr(data, "byteOffset"):

@@ -50,6 +50,10 @@ class SelectAsSymInt(OpHandler):
         self.src, self.out = self.tensor(0), self.symint_out(3)
         if self.src not in graph.inputs:
             self.fail(f"{self.src.label} is computed on the GPU; select_as_symint needs a graph input")
+        # (sizes, dim, index) last checked → the flat index of the element they select:
+        # a decode step changes the input's value, not where the element is.
+        self._checked_selection = None
+        self._flat_index = 0
 
     def value_key(self):
         # Of a one-element input, every index that resize accepts (0, -1: Llama's position
@@ -59,9 +63,14 @@ class SelectAsSymInt(OpHandler):
         return None
 
     def resize(self):
-        sizes = self.src.sizes
-        dim = self.normalize_dim(self.int_arg(1), len(sizes))
-        index = self.int_arg(2)
+        selection = (self.src.sizes, self.int_arg(1), self.int_arg(2))
+        if selection != self._checked_selection:
+            self._flat_index = self._selected_element(*selection)
+            self._checked_selection = selection
+        self.set_symint(self.out, int(self.src.host_values[self._flat_index]))
+
+    def _selected_element(self, sizes, dim, index) -> int:
+        dim = self.normalize_dim(dim, len(sizes))
         if not -sizes[dim] <= index < sizes[dim]:
             self.fail(f"index {index} out of range for dim {dim} of size {sizes[dim]}")
         index %= sizes[dim]
@@ -71,5 +80,5 @@ class SelectAsSymInt(OpHandler):
         # Only a selection that leaves a single element makes a scalar.
         if self.src.numel != sizes[dim]:
             self.fail(f"select_as_symint on {list(sizes)} does not give a single element")
-        self.set_symint(self.out, int(self.src.host_values[index * stride]))
+        return index * stride
 

@@ -122,9 +122,12 @@ class GraphRuntime:
 
     def int_value(self, value_id: int, op) -> int:
         value = self.values[value_id]
-        if isinstance(value, SymInt):
+        # Exact types, not isinstance: a decode step reads a dozen of these, and a bool
+        # (an int subclass) is no int argument.
+        kind = type(value)
+        if kind is SymInt:
             return value.value
-        if isinstance(value, int) and not isinstance(value, bool):
+        if kind is int:
             return value
         op.fail(f"value {value_id} should be an int or SymInt, got {type(value).__name__}")
 
