@@ -151,6 +151,9 @@ CASES = [
     without_subgroups(GQA2[0]),
     *attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
     *attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
+    # One query head per kv head: sdpa_cpu.wgsl's quads take a head each (QUAD_HEADS 1),
+    # over 1 to 9 keys (whole and partial blocks of keys).
+    *attention_case("sdpa-kv-mha", consecutive(6, 1, 2), 12, q_heads=2, kv_heads=2, head_dim=16),
     # Over 64 keys: rows split over several workgroups, merged by the combine pass.
     *attention_case("sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
     # Llama-3.2-1B's head geometry (32 query heads over 8 kv heads, head dim 64).
