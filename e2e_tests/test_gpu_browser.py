@@ -10,6 +10,7 @@ import torch
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
 from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
+from widen_cases import WIDEN_COUNTS, check_widened, widen_case
 from test_gpu_native import check_gpu_timer, expected_pattern_sha256
 
 
@@ -138,3 +139,9 @@ def test_top_k_matches_torch(programs):
         logits = case_logits(n)
         got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids))
         check_top_k(got, expected_top_k(logits, k, penalty, ids))
+
+
+def test_widen_f16_matches_torch(programs):
+    for count in WIDEN_COUNTS:
+        halves = widen_case(count)
+        check_widened(programs.call("gpu_programs", "widen_f16", halves.numpy().tobytes(), count), halves)

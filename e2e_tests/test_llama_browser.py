@@ -2,12 +2,17 @@
 
 from pathlib import Path
 
+import pytest
+
 import graph_programs
 from llama_fixtures import FUSED_OPS, check_decode_resizes, check_trace, tiny_llama_trace
 
 
-def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory):
-    trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
+# float16: the program exported with force_fp16, run with float32 tensors (its constants
+# widened on the GPU at build).
+@pytest.mark.parametrize("float_dtype", ["float32", "float16"])
+def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype):
+    trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()), force_fp16=float_dtype == "float16")
     (python_page.server.files_dir / "tiny_llama.pte").write_bytes(trace.pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
     # The adapter's own kernels (SwiftShader's: those for CPU adapters), then those for GPUs.

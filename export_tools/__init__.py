@@ -23,14 +23,17 @@ Sources (`load()` happens inside the export; bad input raises `ExportError`):
                                      tokenizer.json, tokenizer_config.json
 
 export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
-             group_size=32, embedding_4bit=True, hqq_scales=True, progress=False,
-             verbose=False) -> ExportResult
+             group_size=32, embedding_4bit=True, hqq_scales=True, force_fp16=False,
+             progress=False, verbose=False) -> ExportResult
     Writes `out_path` (must end in .pte), `<stem>.json` (manifest) and, when the source
     has a tokenizer, `<stem>.tokenizer.json`. qmode: "4w" (et_vk.linear_q4gsw), "8da4w"
     (et_vk.linear_dq8ca_q4gsw) or "fp32"; embedding_4bit -> et_vk.embedding_q4gsw.
     hqq_scales: HQQ-chosen 4-bit scales (ExecuTorch's default; slow on CPU: ~15 of the
     ~20 minutes of a Llama-3.2-1B export here) or, if False, plain min/max scales.
     max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
+    force_fp16: the Vulkan partitioner's option of that name: every float tensor float16,
+    constants rounded to it (half their bytes). pywebgpu runs such programs with float32
+    tensors, widening their constants at load; `.eager` then holds the rounded constants.
 
 ExportResult: .pte_path, .manifest_path (Path), .manifest (dict), .eager (EagerLlama)
 
@@ -53,7 +56,7 @@ Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1):
           low_freq_factor, original_max_position_embeddings}), tied_embeddings,
           max_seq_len, max_prefill_tokens (= max_seq_len - 1), max_context_len}
   quantization: {mode, group_size (null for fp32), embedding (null or {bits, group_size}),
-                 scale_algorithm}
+                 scale_algorithm, float_dtype ("float32", or "float16" with force_fp16)}
   tokenizer: null or {file, add_bos}; add_bos = encoding with the tokenizer (special
              tokens on) already puts BOS first, as HF tokenizer.json files do
   special_tokens: {bos: null or {id, text}, eos: [{id, text}, ...]}

@@ -50,6 +50,9 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--hqq-scales", action=argparse.BooleanOptionalAction, default=True,
                         help="choose 4-bit scales with HQQ, ExecuTorch's default (default on); "
                         "--no-hqq-scales uses min/max scales, much faster for big models")
+    common.add_argument("--force-fp16", action="store_true",
+                        help="store every float tensor as float16, the Vulkan partitioner's force_fp16 "
+                        "(half the constants' bytes; pywebgpu still computes in f32)")
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
     common.add_argument("--verbose", action="store_true", help="show ExecuTorch's logs and PyTorch's warnings")
 
@@ -126,6 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             group_size=args.group_size,
             embedding_4bit=args.embedding_4bit,
             hqq_scales=args.hqq_scales,
+            force_fp16=args.force_fp16,
             progress=not args.no_progress,
             verbose=args.verbose,
         )

@@ -46,6 +46,9 @@ class ExportOptions:
     # ExecuTorch's default (QuantizationConfig.use_hqq): HQQ-optimized 4-bit scales, more
     # accurate but slow on CPU (most of a Llama-3.2-1B export); False = plain min/max.
     hqq_scales: bool = True
+    # The Vulkan partitioner's force_fp16: every float tensor of the program float16 (its
+    # constants rounded to it; ExecuTorch's runtime computes in f16, pywebgpu in f32).
+    force_fp16: bool = False
 
     def __post_init__(self) -> None:
         """Reject what needs no model geometry, before any (slow) weight loading."""
@@ -83,6 +86,7 @@ class ExportOptions:
             "embedding": {"bits": 4, "group_size": self.group_size} if self.embedding_4bit else None,
             # torchao's names for how the symmetric 4-bit scales were chosen.
             "scale_algorithm": ("hqq_scale_only" if self.hqq_scales else "affine") if quantized else None,
+            "float_dtype": "float16" if self.force_fp16 else "float32",
         }
 
 
@@ -93,11 +97,14 @@ class EagerLlama:
     `start_pos ...`, writes them into the KV cache, which persists across calls, and
     returns the logits of the last token, fp32 [1, vocab_size]. `reset()` empties the
     cache. The limits are the `.pte`'s too: 1..`max_prefill_tokens` tokens per call and
-    `start_pos + len(tokens) <= max_context_len`.
+    `start_pos + len(tokens) <= max_context_len`. With `force_fp16` its float parameters
+    and buffers hold what the program's float16 constants hold (computed in f32).
     """
 
     def __init__(self, module: torch.nn.Module, params: LlamaParams, options: ExportOptions):
         self.module = module.eval()
+        if options.force_fp16:
+            _round_to_float16(self.module)
         self.params = params
         self.max_prefill_tokens = options.max_seq_len - 1
         self.max_context_len = options.max_context_len
@@ -125,6 +132,25 @@ class EagerLlama:
         for name, buffer in self.module.named_buffers():
             if name.endswith(("k_cache", "v_cache")):
                 buffer.zero_()
+
+
+@torch.no_grad()
+def _round_to_float16(module: torch.nn.Module) -> None:
+    """Round every float tensor of `module` as the Vulkan serializer stores an fp32
+    constant under force_fp16 (clamped to float16's range, then rounded), in place,
+    inside quantized tensor subclasses too (their scales)."""
+    limit = torch.finfo(torch.float16).max
+
+    def round_(tensor: torch.Tensor) -> None:
+        if hasattr(tensor, "__tensor_flatten__"):
+            names, _ = tensor.__tensor_flatten__()
+            for name in names:
+                round_(getattr(tensor, name))
+        elif tensor.is_floating_point():
+            tensor.copy_(tensor.clamp(-limit, limit).to(torch.float16))
+
+    for tensor in [*module.parameters(), *module.buffers()]:
+        round_(tensor)
 
 
 @dataclass
@@ -166,6 +192,7 @@ def export_llama(
     group_size: int = 32,
     embedding_4bit: bool = True,
     hqq_scales: bool = True,
+    force_fp16: bool = False,
     progress: bool = False,
     verbose: bool = False,
 ) -> ExportResult:
@@ -173,7 +200,7 @@ def export_llama(
     pte_path = Path(out_path)
     if pte_path.suffix != ".pte":
         raise ExportError(f"output path must end in .pte: {pte_path}")
-    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales)
+    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales, force_fp16)
     loaded = source.load(progress=progress)
     options.check(loaded.params)
     params, tokenizer, origin = loaded.params, loaded.tokenizer, loaded.origin
@@ -185,7 +212,7 @@ def export_llama(
     ) as stages:
         manager = _prepare(loaded, options, stages, verbose)
         del loaded  # free the converted fp32 weights: the module has its own (quantized) copy
-        _lower(manager, pte_path, stages, verbose)
+        _lower(manager, pte_path, stages, verbose, options.force_fp16)
 
     manifest = _write_manifest(pte_path, params, options, tokenizer, origin)
     return ExportResult(
@@ -300,7 +327,7 @@ def _prepare(loaded: LoadedModel, options: ExportOptions, stages: _Stages, verbo
             return export_llama_lib._prepare_for_llama_export(config)
 
 
-def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool) -> None:
+def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool, force_fp16: bool) -> None:
     """torch.export -> edge dialect -> VulkanPartitioner -> ExecuTorch program -> file."""
     with _quiet(verbose):
         from executorch.extension.llm.export.partitioner_lib import get_vulkan_partitioner
@@ -311,7 +338,7 @@ def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool) -> None:
         with stages.stage():
             manager.export_to_edge()
         with stages.stage():
-            manager.to_backend([get_vulkan_partitioner("fp32", enable_dynamic_shape=True)])
+            manager.to_backend([get_vulkan_partitioner("fp32", enable_dynamic_shape=True, force_fp16=force_fp16)])
         with stages.stage():
             manager.to_executorch(passes=[])
     with stages.stage():

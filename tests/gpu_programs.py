@@ -158,3 +158,18 @@ async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
     await reducer.build()
     picks = d.submit(reducer.prepare(n, k, penalty, penalized_ids), read=reducer.result_bytes(k))
     return [list(pair) for pair in await reducer.picks(picks, k)]
+
+
+async def widen_f16(half_bytes, count):
+    """`count` float16 values widened to float32 on the GPU (an f16 program's constants);
+    returns the float32 bytes."""
+    from pywebgpu.ops.widen import HalfWidener
+
+    d = await device()
+    halves = d.create_buffer_with_data(half_bytes + bytes(-len(half_bytes) % 4), label="halves")
+    widener = HalfWidener(d)
+    await widener.build()
+    recorder = d.record()
+    out = widener.widen(recorder, halves, count, "widened")
+    d.submit(recorder)
+    return bytes(await d.read_buffer(out, 0, 4 * count))

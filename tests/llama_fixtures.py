@@ -1,6 +1,8 @@
 """A tiny 4-bit Llama (random weights, 2 layers, grouped-query attention) exported with
 export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
-at position 0, then 10 greedy decode steps. Shared by the native and browser tests."""
+at position 0, then 10 greedy decode steps. Shared by the native and browser tests. Also
+exported with force_fp16 (every float tensor float16), whose eager module then holds the
+program's float16 constants (export_tools' EagerLlama), computed in f32 as pywebgpu does."""
 
 from __future__ import annotations
 
@@ -52,11 +54,12 @@ def _encoded(values, shape):
 
 
 @cache
-def tiny_llama_trace(tmp_dir: str) -> LlamaTrace:
+def tiny_llama_trace(tmp_dir: str, force_fp16: bool = False) -> LlamaTrace:
     from export_tools import RandomSource, export_llama
 
+    name = "tiny-fp16.pte" if force_fp16 else "tiny.pte"
     result = export_llama(
-        RandomSource("tiny", seed=7), Path(tmp_dir) / "tiny.pte", max_seq_len=16, max_context_len=32, qmode="4w"
+        RandomSource("tiny", seed=7), Path(tmp_dir) / name, max_seq_len=16, max_context_len=32, qmode="4w", force_fp16=force_fp16
     )
     eager = result.eager
     eager.reset()

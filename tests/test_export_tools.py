@@ -452,6 +452,7 @@ def test_random_export_writes_pte_and_manifest(request, export_name, op):
         "group_size": 32,
         "embedding": {"bits": 4, "group_size": 32},
         "scale_algorithm": {"tiny_4w": "hqq_scale_only", "tiny_8da4w": "affine"}[export_name],
+        "float_dtype": "float32",
     }
     assert manifest["tokenizer"] is None and manifest["special_tokens"] == {"bos": None, "eos": []}
     ops = vulkan_op_names(result.pte_path)
@@ -555,7 +556,9 @@ def test_gguf_manifest(gguf_model):
     assert model["vocab_size"] == geometry["vocab"] and model["tied_embeddings"]
     assert model["rope_theta"] == 50000.0 and model["norm_eps"] == pytest.approx(1e-5)
     assert model["rope_scaling"]["factor"] == 32
-    assert manifest["quantization"] == {"mode": "fp32", "group_size": None, "embedding": None, "scale_algorithm": None}
+    assert manifest["quantization"] == {
+        "mode": "fp32", "group_size": None, "embedding": None, "scale_algorithm": None, "float_dtype": "float32"
+    }  # fmt: skip
     assert manifest["special_tokens"] == {"bos": {"id": 1, "text": "<|im_start|>"}, "eos": [{"id": 2, "text": "<|im_end|>"}]}
     assert manifest["chat_template"] == CHAT_TEMPLATE
     assert manifest["tokenizer"] == {"file": "tiny-gguf.tokenizer.json", "add_bos": False}
@@ -630,7 +633,7 @@ def test_cli_help():
     for word in ("random", "meta", "gguf", "hf", "examples:"):
         assert word in run.stdout
     run = subprocess.run([sys.executable, "-m", "export_tools", "random", "--help"], cwd=REPO, capture_output=True, text=True)
-    for option in ("--max-seq-len", "--max-context-len", "--qmode", "--group-size", "--no-embedding-4bit", "--preset"):
+    for option in ("--max-seq-len", "--max-context-len", "--qmode", "--group-size", "--no-embedding-4bit", "--force-fp16", "--preset"):
         assert option in run.stdout
 
 
@@ -647,13 +650,13 @@ def test_cli_passes_options_to_export(tmp_path, monkeypatch, capsys, tiny_4w):
     monkeypatch.setattr(export_tools.exporter, "export_llama", fake_export)
     argv = ["random", "--preset", "tiny", "--params", '{"n_layers": 1}', "--seed", "7", "--qmode", "8da4w",
             "--group-size", "64", "--no-embedding-4bit", "--no-hqq-scales", "--max-seq-len", "16",
-            "--max-context-len", "64", "--no-progress", "-o", str(tmp_path / "x.pte")]  # fmt: skip
+            "--max-context-len", "64", "--force-fp16", "--no-progress", "-o", str(tmp_path / "x.pte")]  # fmt: skip
     assert cli_main(argv) == 0
     (source, out_path, options), = calls
     assert isinstance(source, RandomSource) and source.seed == 7 and source.params.n_layers == 1
     assert out_path == tmp_path / "x.pte"
     assert options == dict(max_seq_len=16, max_context_len=64, qmode="8da4w", group_size=64, embedding_4bit=False,
-                           hqq_scales=False, progress=False, verbose=False)  # fmt: skip
+                           hqq_scales=False, force_fp16=True, progress=False, verbose=False)  # fmt: skip
     assert f"wrote {tiny_4w.pte_path}" in capsys.readouterr().out
 
 

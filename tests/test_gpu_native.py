@@ -9,6 +9,7 @@ import torch
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
 from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
+from widen_cases import WIDEN_COUNTS, check_widened, widen_case
 
 pytestmark = pytest.mark.native
 
@@ -89,3 +90,9 @@ def test_top_k_matches_torch(case):
     logits = case_logits(n)
     got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids)))
     check_top_k(got, expected_top_k(logits, k, penalty, ids))
+
+
+@pytest.mark.parametrize("count", WIDEN_COUNTS)
+def test_widen_f16_matches_torch(count):
+    halves = widen_case(count)
+    check_widened(run(gpu_programs.widen_f16(halves.numpy().tobytes(), count)), halves)

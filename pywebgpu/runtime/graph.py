@@ -28,6 +28,7 @@ from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError
 # would be circular.
 from ..ops import load_all_ops, registry
 from ..ops.topk import TopK
+from ..ops.widen import HalfWidener, widen_on_host
 from .fusion import constant_aliases, fuse, readers
 from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
@@ -78,6 +79,13 @@ class GraphRuntime:
         self._last_written: dict[int, bytes] = {}
         self._top_k = None
         self._int_buffers: dict = {}  # value id → int_on_gpu's buffer of a constant Int
+        # An f16 program's float16 constants, widened at build (_widened_constant): the
+        # kernel; tensor id → float32 image; the commands that widen and copy them,
+        # submitted when the ops are built; the buffers to free then.
+        self._widener = None
+        self._widened: dict[int, object] = {}
+        self._widening = None
+        self._widening_scratch: list = []
         self.built = False
         # Incremental execution (see the module docstring): ops to resize (a heap of op
         # indexes, and the same as a set), the op being resized, ops to re-record, each
@@ -97,6 +105,10 @@ class GraphRuntime:
             if value.dtype not in DTYPE_SIZES:
                 raise registry.OpError(f"value {index}: tensors of dtype {value.dtype} are not supported")
             dims = tuple(value.dims)
+            if value.dtype == "float16":
+                # An f16 program (ExecuTorch's force_fp16): the kernels are f32, so its
+                # tensors run as float32 and its constants are widened at build.
+                return Tensor(index, "float32", dims, dims, value.constant, constant_dtype="float16" if value.constant else None)
             return Tensor(index, value.dtype, dims, dims, value.constant)
         if isinstance(value, pte.SymIntValue):
             return SymInt(index, value.value)
@@ -134,6 +146,10 @@ class GraphRuntime:
     # --- build -------------------------------------------------------------------------
     async def build(self):
         self._aliases = aliases = constant_aliases(self.ops)
+        if any(isinstance(t, Tensor) and t.constant_dtype == "float16" for t in self.values):
+            self._widener = HalfWidener(self.device)
+            await self._widener.build()
+            self._widening = self.device.record()
         # Constants no op reads (those of linears fusion concatenated) stay on the host.
         for tensor in self.values:
             if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases and tensor.id in self._consumers:
@@ -148,6 +164,8 @@ class GraphRuntime:
             self.values[out_id].buffer = self.values[in_id].buffer
         for op in self.ops:
             await op.build()
+        if self._widening is not None:
+            self._finish_widening()
         self._mark_all_stale()
         self.built = True
 
@@ -221,25 +239,57 @@ class GraphRuntime:
     @staticmethod
     def _check_constant(tensor: Tensor):
         ref = tensor.constant
-        if ref.size != tensor.max_nbytes:
+        if ref.size != tensor.constant_nbytes:
             raise registry.OpError(
-                f"constant {tensor.label} ({ref.key or 'inline'}) has {ref.size} bytes, "
-                f"but {tensor.dtype}{list(tensor.max_sizes)} needs {tensor.max_nbytes}"
+                f"constant {tensor.label} ({ref.key or 'inline'}) has {ref.size} bytes, but "
+                f"{tensor.constant_dtype or tensor.dtype}{list(tensor.max_sizes)} needs {tensor.constant_nbytes}"
             )
 
     def write_constant(self, buffer, tensor: Tensor, buffer_offset: int, offset: int, size: int):
-        """Queue `size` bytes of constant `tensor`'s data, from byte `offset` on, into
-        `buffer` at `buffer_offset` (offsets and size multiples of 4)."""
+        """Queue `size` bytes of constant `tensor`'s data as the ops see it (float32 for an
+        f16 program's), from byte `offset` on, into `buffer` at `buffer_offset` (offsets and
+        size multiples of 4)."""
         self._check_constant(tensor)
-        if offset + size > tensor.constant.size:
+        if offset + size > tensor.max_nbytes:
             raise registry.OpError(f"bytes [{offset}, {offset + size}) are outside constant {tensor.label}")
+        if tensor.constant_dtype == "float16":
+            self._widening.copy(self._widened_constant(tensor), buffer, size, src_offset=offset, dst_offset=buffer_offset)
+            return
         self.device.write_buffer(buffer, self._data, buffer_offset=buffer_offset, data_offset=tensor.constant.offset + offset, size=size)
 
     def _upload_constant(self, tensor: Tensor):
         self._check_constant(tensor)
-        ref = tensor.constant
+        if tensor.constant_dtype == "float16":
+            return self._widened_constant(tensor)
+        return self._upload(tensor.constant, f"{tensor.label}.constant")
+
+    def _widened_constant(self, tensor: Tensor):
+        """The float32 image of an f16 program's float16 constant, made on first use: its
+        bytes uploaded as they are, widened by a dispatch that build submits with the
+        copies from the image (write_constant) once every op is built."""
+        image = self._widened.get(tensor.id)
+        if image is None:
+            halves = self._upload(tensor.constant, f"{tensor.label}.float16")
+            self._widening_scratch.append(halves)
+            image = self._widener.widen(self._widening, halves, numel(tensor.max_sizes), f"{tensor.label}.constant")
+            self._widened[tensor.id] = image
+        return image
+
+    def _finish_widening(self):
+        """Submit the widening and its copies; free the float16 uploads, and the images that
+        only served copies (those of constants concatenated by fusion)."""
+        self.device.submit(self._widening)
+        kept = {id(t.buffer) for t in self.values if isinstance(t, Tensor) and t.buffer is not None}
+        for buffer in self._widening_scratch + [b for b in self._widened.values() if id(b) not in kept]:
+            self.device.destroy_buffer(buffer)
+        self._widened.clear()
+        self._widening = self._widener = None
+        self._widening_scratch = []
+
+    def _upload(self, ref, label: str):
+        """A buffer holding a constant's bytes as the program stores them."""
         # Whole vec4s: kernels may read a constant as vec4s (the KV caches in sdpa.wgsl).
-        buffer = self.device.create_buffer((ref.size + 15) & ~15, STORAGE_USAGE, label=f"{tensor.label}.constant")
+        buffer = self.device.create_buffer((ref.size + 15) & ~15, STORAGE_USAGE, label=label)
         aligned = ref.size & ~3
         self.device.write_buffer(buffer, self._data, data_offset=ref.offset, size=aligned)
         if aligned != ref.size:  # WebGPU writes whole words: pad the last few bytes
@@ -253,7 +303,8 @@ class GraphRuntime:
         if source.constant is None:
             raise registry.OpError(f"{tensor.label} is not a constant")
         self._check_constant(source)
-        return bytes(self._read_bytes(source.constant.offset, source.constant.size))
+        data = bytes(self._read_bytes(source.constant.offset, source.constant.size))
+        return widen_on_host(data) if source.constant_dtype == "float16" else data
 
     def _read_bytes(self, offset, size):
         if hasattr(self._data, "to_py"):  # a JS ArrayBuffer in the browser

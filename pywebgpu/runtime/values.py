@@ -27,6 +27,9 @@ class Tensor:
     sizes: tuple
     constant: object = None  # a pte.ConstantRef for weights, KV caches, RoPE tables
     buffer: Buffer | None = None
+    # The dtype of the constant's bytes in the program where it differs from `dtype`:
+    # "float16" for an f16 program's constants, which run as float32 (ops/widen.py).
+    constant_dtype: str | None = None
     # Host copy of an input's data, for ops that read values on the host (select_as_symint).
     host_values: list | None = None
 
@@ -37,6 +40,11 @@ class Tensor:
     @property
     def max_nbytes(self) -> int:
         return numel(self.max_sizes) * self.itemsize
+
+    @property
+    def constant_nbytes(self) -> int:
+        """Bytes of the constant's data in the program (its dtype's, at max_sizes)."""
+        return numel(self.max_sizes) * DTYPE_SIZES[self.constant_dtype or self.dtype]
 
     @property
     def numel(self) -> int:
