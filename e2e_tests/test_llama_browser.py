@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import FUSED_OPS, check_decode_resizes, check_trace, tiny_llama_trace
+from llama_fixtures import FUSED_OPS, check_decode_resizes, check_float16_caches, check_trace, tiny_llama_trace
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
-# widened on the GPU at build).
+# widened on the GPU at build) and its KV caches as float16.
 @pytest.mark.parametrize("float_dtype", ["float32", "float16"])
 def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()), force_fp16=float_dtype == "float16")
@@ -22,4 +22,5 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
         assert "error" not in answer, answer.get("error")
         assert set(FUSED_OPS[answer["kernel_set"]]) <= set(answer["ops"]), answer["ops"]
         check_trace(trace, answer["results"])
+        check_float16_caches(trace, answer["float16"])
     check_decode_resizes(answers[1]["resized"])

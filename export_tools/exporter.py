@@ -98,7 +98,8 @@ class EagerLlama:
     returns the logits of the last token, fp32 [1, vocab_size]. `reset()` empties the
     cache. The limits are the `.pte`'s too: 1..`max_prefill_tokens` tokens per call and
     `start_pos + len(tokens) <= max_context_len`. With `force_fp16` its float parameters
-    and buffers hold what the program's float16 constants hold (computed in f32).
+    and buffers hold what the program's float16 constants hold, and its KV caches round
+    what they store to float16, as the program's do (computed in f32).
     """
 
     def __init__(self, module: torch.nn.Module, params: LlamaParams, options: ExportOptions):
@@ -138,7 +139,8 @@ class EagerLlama:
 def _round_to_float16(module: torch.nn.Module) -> None:
     """Round every float tensor of `module` as the Vulkan serializer stores an fp32
     constant under force_fp16 (clamped to float16's range, then rounded), in place,
-    inside quantized tensor subclasses too (their scales)."""
+    inside quantized tensor subclasses too (their scales); and what its KV caches store
+    from now on (to float16, as the program's float16 caches hold it)."""
     limit = torch.finfo(torch.float16).max
 
     def round_(tensor: torch.Tensor) -> None:
@@ -151,6 +153,12 @@ def _round_to_float16(module: torch.nn.Module) -> None:
 
     for tensor in [*module.parameters(), *module.buffers()]:
         round_(tensor)
+    for cache in module.modules():
+        if hasattr(cache, "k_cache") and hasattr(cache, "update"):
+            store = cache.update
+            cache.update = lambda input_pos, k_val, v_val, *rest, store=store: store(
+                input_pos, k_val.to(torch.float16).to(k_val.dtype), v_val.to(torch.float16).to(v_val.dtype), *rest
+            )
 
 
 @dataclass

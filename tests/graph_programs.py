@@ -30,7 +30,8 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
     decides by it; and the device's `hidden_features` hidden). Returns {"results": per
     run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
     fusion), "resized": per run the names of the ops it resized, "kernel_set": the set
-    that ran, "features": the device's features it ran with}."""
+    that ran, "features": the device's features it ran with, "float16": the ids of the
+    tensors held as float16}."""
     device = await _get_device()
     features = device.features
     registry.FORCE_KERNEL_SET = kernel_set
@@ -55,6 +56,7 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
         "resized": resized,
         "kernel_set": ran,
         "features": ran_with,
+        "float16": [value.id for value in graph.values if getattr(value, "dtype", None) == "float16"],
     }
 
 

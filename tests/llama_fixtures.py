@@ -85,6 +85,16 @@ def check_decode_resizes(resized):
         assert all(name in ("et_vk.select_as_symint.default", "add", "sub") for name in names), f"run {step} resized {names}"
 
 
+def check_float16_caches(trace: LlamaTrace, held):
+    """An f16 program's KV caches (2 layers, k and v) stay float16; nothing else does."""
+    from pywebgpu.pte import load_program
+
+    graph = load_program(trace.pte).vulkan_graph()
+    caches = {op.args[i] for op in graph.chain if op.name == "sdpa_with_kv_cache.default" for i in (3, 4)}
+    assert len(caches) == 4
+    assert set(held) == (caches if graph.compile_specs.get("force_fp16") == b"\x01" else set()), held
+
+
 def check_trace(trace: LlamaTrace, results):
     """Every call's logits within 1e-3 of eager PyTorch, and the same argmax."""
     assert len(results) == len(trace.logits)

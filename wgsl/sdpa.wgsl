@@ -27,8 +27,14 @@
 // are read (interleaved pairs, Meta / llama2.c layout): query row s and new key
 // input_pos + s at row rope_first + s of `rope_table` (cos, sin pairs [rows, HEAD_DIM / 2]),
 // and the rotated keys go to the cache. HEAD_DIM is then a multiple of 4 (attention.py).
+//
+// The caches are bound as words: f32 values, or with CACHE_F16 (an f16 program's caches,
+// for HEAD_DIM a multiple of 4: attention.py) float16 values packed two per word, which
+// halves their bytes. Every key and value is then attended as the cache holds it: this
+// call's new ones rounded to float16 too.
 override UPDATE_CACHE: bool = true;
 override ROPE: bool = false;
+override CACHE_F16: bool = false;
 override HEAD_DIM: u32 = 64u;  // at most 256
 
 struct Params {
@@ -58,8 +64,8 @@ struct FirstRow {
 @group(0) @binding(2) var<storage, read> q: array<f32>;
 @group(0) @binding(3) var<storage, read> k: array<f32>;
 @group(0) @binding(4) var<storage, read> v: array<f32>;
-@group(0) @binding(5) var<storage, read_write> k_cache: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> v_cache: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<vec4<u32>>;
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
 // Without ROPE any buffers stand in for these: they are never read.
@@ -119,18 +125,43 @@ fn shifted(a: vec4<f32>, b: vec4<f32>, shift: u32) -> vec4<f32> {
   }
 }
 
+// Four float16 values (two words) as f32.
+fn halves4(words: vec2<u32>) -> vec4<f32> {
+  return vec4<f32>(unpack2x16float(words.x), unpack2x16float(words.y));
+}
+
+// With CACHE_F16 (i a multiple of 4), half of the vec4 of words holding elements
+// [i - i % 8, i - i % 8 + 8).
+fn cached_halves4(words: vec4<u32>, i: u32) -> vec4<f32> {
+  return halves4(select(words.xy, words.zw, (i & 4u) != 0u));
+}
+
 fn cached_key4(i: u32) -> vec4<f32> {
-  if (HEAD_DIM % 4u == 0u) {
-    return k_cache[i / 4u];
+  if (CACHE_F16) {
+    return cached_halves4(k_cache[i / 8u], i);
   }
-  return shifted(k_cache[i / 4u], k_cache[i / 4u + 1u], i % 4u);
+  if (HEAD_DIM % 4u == 0u) {
+    return bitcast<vec4<f32>>(k_cache[i / 4u]);
+  }
+  return shifted(bitcast<vec4<f32>>(k_cache[i / 4u]), bitcast<vec4<f32>>(k_cache[i / 4u + 1u]), i % 4u);
 }
 
 fn cached_value4(i: u32) -> vec4<f32> {
-  if (HEAD_DIM % 4u == 0u) {
-    return v_cache[i / 4u];
+  if (CACHE_F16) {
+    return cached_halves4(v_cache[i / 8u], i);
   }
-  return shifted(v_cache[i / 4u], v_cache[i / 4u + 1u], i % 4u);
+  if (HEAD_DIM % 4u == 0u) {
+    return bitcast<vec4<f32>>(v_cache[i / 4u]);
+  }
+  return shifted(bitcast<vec4<f32>>(v_cache[i / 4u]), bitcast<vec4<f32>>(v_cache[i / 4u + 1u]), i % 4u);
+}
+
+// A new key's or value's dims as the cache holds them: rounded to float16 with CACHE_F16.
+fn as_cached(x: vec4<f32>) -> vec4<f32> {
+  if (CACHE_F16) {
+    return halves4(vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw)));
+  }
+  return x;
 }
 
 fn new_key4(i: u32) -> vec4<f32> {
@@ -173,10 +204,10 @@ fn score(key: u32, kv_head: u32) -> f32 {
       c = cached_key4(d + 8u);
       e = cached_key4(d + 12u);
     } else {
-      a = rotated(new_key4(d), t, g);
-      b = rotated(new_key4(d + 4u), t, g + 1u);
-      c = rotated(new_key4(d + 8u), t, g + 2u);
-      e = rotated(new_key4(d + 12u), t, g + 3u);
+      a = as_cached(rotated(new_key4(d), t, g));
+      b = as_cached(rotated(new_key4(d + 4u), t, g + 1u));
+      c = as_cached(rotated(new_key4(d + 8u), t, g + 2u));
+      e = as_cached(rotated(new_key4(d + 12u), t, g + 3u));
     }
     sum += a * scaled_q[g] + b * scaled_q[g + 1u] + c * scaled_q[g + 2u] + e * scaled_q[g + 3u];
   }
@@ -184,12 +215,13 @@ fn score(key: u32, kv_head: u32) -> f32 {
     if (from_cache) {
       sum += cached_key4(base + 4u * g) * scaled_q[g];
     } else {
-      sum += rotated(new_key4(base + 4u * g), t, g) * scaled_q[g];
+      sum += as_cached(rotated(new_key4(base + 4u * g), t, g)) * scaled_q[g];
     }
   }
+  // The last dims of rows that are no whole vec4s (f32 caches only).
   for (var d = HEAD_DIM & ~3u; d < HEAD_DIM; d++) {
     if (from_cache) {
-      sum.x += k_cache[(base + d) / 4u][(base + d) % 4u] * scaled_q[d / 4u][d % 4u];
+      sum.x += bitcast<f32>(k_cache[(base + d) / 4u][(base + d) % 4u]) * scaled_q[d / 4u][d % 4u];
     } else {
       sum.x += k[base + d] * scaled_q[d / 4u][d % 4u];
     }
@@ -202,7 +234,7 @@ fn value4(from_cache: bool, i: u32) -> vec4<f32> {
   if (from_cache) {
     return cached_value4(i);
   }
-  return vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
+  return as_cached(vec4<f32>(v[i], v[i + 1u], v[i + 2u], v[i + 3u]));
 }
 
 // Sum of weights[i] * value row (first + i) over dims [dim, dim + 4), for i from `start`
@@ -295,23 +327,36 @@ fn load_scaled_q(thread: u32, q_base: u32, row: u32) {
   }
 }
 
+// Elements [i, i + 4) of both caches (i a multiple of 4) <- key and value (as_cached's:
+// float16 keeps them exactly).
+fn store_cached4(i: u32, key: vec4<f32>, value: vec4<f32>) {
+  if (CACHE_F16) {
+    let word = 2u * ((i / 4u) % 2u);  // of the vec4 of words holding elements i - i % 8 ..
+    k_cache[i / 8u][word] = pack2x16float(key.xy);
+    k_cache[i / 8u][word + 1u] = pack2x16float(key.zw);
+    v_cache[i / 8u][word] = pack2x16float(value.xy);
+    v_cache[i / 8u][word + 1u] = pack2x16float(value.zw);
+  } else {
+    k_cache[i / 4u] = bitcast<vec4<u32>>(key);
+    v_cache[i / 4u] = bitcast<vec4<u32>>(value);
+  }
+}
+
 // With UPDATE_CACHE, this call's key (rotated with ROPE) and value of `row` and `kv_head`
 // into the caches, by one workgroup of `threads` threads per kv head.
 fn store_new_row(thread: u32, threads: u32, row: u32, kv_head: u32) {
   let src = (row * p.kv_heads + kv_head) * HEAD_DIM;
   let dst = ((position.input_pos + row) * p.kv_heads + kv_head) * HEAD_DIM;
-  if (ROPE) {
+  if (HEAD_DIM % 4u == 0u) {  // always with ROPE or CACHE_F16
     for (var g = thread; g < HEAD_DIM / 4u; g += threads) {
-      let rotated_k = rotated(new_key4(src + 4u * g), rope_first.row + row, g);
-      k_cache[dst / 4u + g] = rotated_k;  // HEAD_DIM is a multiple of 4 with ROPE
+      let key = as_cached(rotated(new_key4(src + 4u * g), rope_first.row + row, g));
+      store_cached4(dst + 4u * g, key, value4(false, src + 4u * g));
     }
-  } else {
-    for (var d = thread; d < HEAD_DIM; d += threads) {
-      k_cache[(dst + d) / 4u][(dst + d) % 4u] = k[src + d];
-    }
+    return;
   }
   for (var d = thread; d < HEAD_DIM; d += threads) {
-    v_cache[(dst + d) / 4u][(dst + d) % 4u] = v[src + d];
+    k_cache[(dst + d) / 4u][(dst + d) % 4u] = bitcast<u32>(k[src + d]);
+    v_cache[(dst + d) / 4u][(dst + d) % 4u] = bitcast<u32>(v[src + d]);
   }
 }
 

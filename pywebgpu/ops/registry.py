@@ -6,6 +6,9 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `view_of()` names an (output, input) pair holding the same bytes: the graph lets the
   output share the input's buffer where no other tensor reuses that memory meanwhile;
 - `value_key()` says which SymInts always hold the same value (they share a GPU buffer);
+- `float16_constants()` names float16 constants (of an f16 program) that it reads and
+  writes as stored: the runtime keeps a constant so only if every op reading it does,
+  then its dtype is "float16" from build on; other float16 constants run as float32;
 - `build()` creates pipelines, parameter buffers and bind groups, once;
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
@@ -167,6 +170,10 @@ class OpHandler:
         """For an op that makes a SymInt: a key that every SymInt always holding the same
         value shares (they then share the buffer that holds it on the GPU), or None."""
         return None
+
+    def float16_constants(self) -> set:
+        """Ids of the float16 constants this op can take as stored (see the module doc)."""
+        return set()
 
     async def build(self):
         pass

@@ -2,8 +2,9 @@
 
 Not a graph op: programs exported with ExecuTorch's `force_fp16` store every float tensor
 as float16, and pywebgpu runs them with float32 tensors (its kernels are f32), so the
-runtime widens their constants once, at build (GraphRuntime._widened_constant). The
-results are the program's weights computed in f32: as precise as the program, or more.
+runtime widens their constants once, at build (GraphRuntime._widened_constant), but for
+the KV caches, which attention keeps as float16 (ops/attention.py). The results are the
+program's weights and caches computed in f32: as precise as the program, or more.
 """
 
 from __future__ import annotations

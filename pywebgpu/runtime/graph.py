@@ -107,7 +107,8 @@ class GraphRuntime:
             dims = tuple(value.dims)
             if value.dtype == "float16":
                 # An f16 program (ExecuTorch's force_fp16): the kernels are f32, so its
-                # tensors run as float32 and its constants are widened at build.
+                # tensors run as float32 and its constants are widened at build, but for
+                # those ops take as float16 (_keep_float16_constants: the KV caches).
                 return Tensor(index, "float32", dims, dims, value.constant, constant_dtype="float16" if value.constant else None)
             return Tensor(index, value.dtype, dims, dims, value.constant)
         if isinstance(value, pte.SymIntValue):
@@ -146,7 +147,8 @@ class GraphRuntime:
     # --- build -------------------------------------------------------------------------
     async def build(self):
         self._aliases = aliases = constant_aliases(self.ops)
-        if any(isinstance(t, Tensor) and t.constant_dtype == "float16" for t in self.values):
+        self._keep_float16_constants()
+        if any(isinstance(t, Tensor) and _widened(t) for t in self.values):
             self._widener = HalfWidener(self.device)
             await self._widener.build()
             self._widening = self.device.record()
@@ -168,6 +170,17 @@ class GraphRuntime:
             self._finish_widening()
         self._mark_all_stale()
         self.built = True
+
+    def _keep_float16_constants(self):
+        """An f16 program's float16 constants that every op reading them takes as stored
+        (OpHandler.float16_constants: the KV caches) stay float16; the others are widened
+        to float32 as they upload."""
+        taken = [op.float16_constants() for op in self.ops]
+        for tensor in self.values:
+            if isinstance(tensor, Tensor) and tensor.constant_dtype == "float16":
+                users = self._consumers.get(tensor.id, ())
+                if users and all(tensor.id in taken[index] for index in users):
+                    tensor.dtype = "float16"
 
     def _view_sources(self) -> dict[int, int]:
         """out id → the non-constant tensor whose bytes it holds, for every view op (a
@@ -252,14 +265,14 @@ class GraphRuntime:
         self._check_constant(tensor)
         if offset + size > tensor.max_nbytes:
             raise registry.OpError(f"bytes [{offset}, {offset + size}) are outside constant {tensor.label}")
-        if tensor.constant_dtype == "float16":
+        if _widened(tensor):
             self._widening.copy(self._widened_constant(tensor), buffer, size, src_offset=offset, dst_offset=buffer_offset)
             return
         self.device.write_buffer(buffer, self._data, buffer_offset=buffer_offset, data_offset=tensor.constant.offset + offset, size=size)
 
     def _upload_constant(self, tensor: Tensor):
         self._check_constant(tensor)
-        if tensor.constant_dtype == "float16":
+        if _widened(tensor):
             return self._widened_constant(tensor)
         return self._upload(tensor.constant, f"{tensor.label}.constant")
 
@@ -304,7 +317,7 @@ class GraphRuntime:
             raise registry.OpError(f"{tensor.label} is not a constant")
         self._check_constant(source)
         data = bytes(self._read_bytes(source.constant.offset, source.constant.size))
-        return widen_on_host(data) if source.constant_dtype == "float16" else data
+        return widen_on_host(data) if _widened(source) else data
 
     def _read_bytes(self, offset, size):
         if hasattr(self._data, "to_py"):  # a JS ArrayBuffer in the browser
@@ -530,6 +543,11 @@ class GraphRuntime:
             top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
             await top_k.build()
             self._top_k = top_k
+
+
+def _widened(tensor: Tensor) -> bool:
+    """Whether a constant runs as float32 though the program stores it as float16."""
+    return tensor.constant_dtype == "float16" and tensor.dtype == "float32"
 
 
 def _int_bytes(value: int) -> bytes:

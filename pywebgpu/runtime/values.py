@@ -27,8 +27,9 @@ class Tensor:
     sizes: tuple
     constant: object = None  # a pte.ConstantRef for weights, KV caches, RoPE tables
     buffer: Buffer | None = None
-    # The dtype of the constant's bytes in the program where it differs from `dtype`:
-    # "float16" for an f16 program's constants, which run as float32 (ops/widen.py).
+    # The dtype of the constant's bytes in the program: "float16" for an f16 program's
+    # constants, which run as float32 (ops/widen.py) unless ops take them as they are
+    # (GraphRuntime._keep_float16_constants: `dtype` is then "float16" too); else None.
     constant_dtype: str | None = None
     # Host copy of an input's data, for ops that read values on the host (select_as_symint).
     host_values: list | None = None
