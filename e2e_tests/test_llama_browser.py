@@ -9,18 +9,20 @@ from llama_fixtures import FUSED_OPS, check_decode_resizes, check_float16_caches
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
-# widened on the GPU at build) and its KV caches as float16.
+# widened on the GPU at build; float16 KV caches with the kernels for GPUs).
 @pytest.mark.parametrize("float_dtype", ["float32", "float16"])
 def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype):
-    trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()), force_fp16=float_dtype == "float16")
-    (python_page.server.files_dir / "tiny_llama.pte").write_bytes(trace.pte)
+    # The kernels for CPU adapters (SwiftShader's own), then those for GPUs.
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = {kernel_set: tiny_llama_trace(folder, float_dtype == "float16", kernel_set) for kernel_set in ("cpu", "gpu")}
+    (python_page.server.files_dir / "tiny_llama.pte").write_bytes(traces["gpu"].pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    # The adapter's own kernels (SwiftShader's: those for CPU adapters), then those for GPUs.
-    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set, []] for kernel_set in (None, "gpu")]
+    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
-        assert set(FUSED_OPS[answer["kernel_set"]]) <= set(answer["ops"]), answer["ops"]
-        check_trace(trace, answer["results"])
-        check_float16_caches(trace, answer["float16"])
+        kernel_set = answer["kernel_set"]
+        assert set(FUSED_OPS[kernel_set]) <= set(answer["ops"]), answer["ops"]
+        check_trace(traces[kernel_set], answer["results"])
+        check_float16_caches(traces[kernel_set], kernel_set, answer["float16"])
     check_decode_resizes(answers[1]["resized"])

@@ -33,7 +33,8 @@ export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
     max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
     force_fp16: the Vulkan partitioner's option of that name: every float tensor float16,
     constants rounded to it (half their bytes). pywebgpu runs such programs with float32
-    tensors, widening their constants at load; `.eager` then holds the rounded constants.
+    tensors, widening their constants at load but for the KV caches where its kernels
+    for GPUs run; `.eager` then holds the rounded constants and float16 caches.
 
 ExportResult: .pte_path, .manifest_path (Path), .manifest (dict), .eager (EagerLlama)
 
@@ -43,6 +44,10 @@ EagerLlama: the same source-transformed, quantized eager module that was lowered
         fp32 logits [1, vocab] of the last token; the KV cache persists across calls.
     .reset()                       -- zero the KV cache (a freshly loaded .pte)
     .module, .params, .max_prefill_tokens, .max_context_len
+    .float16_caches                -- force_fp16 only: whether the KV caches round what
+                                      they store to float16 (default True, as the
+                                      program's; pywebgpu's kernels for CPU adapters
+                                      keep f32 caches)
 
 build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
             embedding_4bit=True, hqq_scales=True, progress=False, verbose=False)

@@ -98,14 +98,19 @@ class EagerLlama:
     returns the logits of the last token, fp32 [1, vocab_size]. `reset()` empties the
     cache. The limits are the `.pte`'s too: 1..`max_prefill_tokens` tokens per call and
     `start_pos + len(tokens) <= max_context_len`. With `force_fp16` its float parameters
-    and buffers hold what the program's float16 constants hold, and its KV caches round
-    what they store to float16, as the program's do (computed in f32).
+    and buffers hold what the program's float16 constants hold (computed in f32), and
+    while `float16_caches` is true its KV caches round what they store to float16, as the
+    program's float16 caches do.
     """
 
     def __init__(self, module: torch.nn.Module, params: LlamaParams, options: ExportOptions):
         self.module = module.eval()
+        self.float16_caches = options.force_fp16
         if options.force_fp16:
             _round_to_float16(self.module)
+            for cache in self.module.modules():
+                if hasattr(cache, "k_cache") and hasattr(cache, "update"):
+                    cache.update = self._rounding_update(cache.update)
         self.params = params
         self.max_prefill_tokens = options.max_seq_len - 1
         self.max_context_len = options.max_context_len
@@ -127,6 +132,17 @@ class EagerLlama:
 
     __call__ = forward
 
+    def _rounding_update(self, store):
+        """A KV cache's update that stores float16-rounded keys and values while
+        float16_caches is true."""
+
+        def update(input_pos, k_val, v_val, *rest):
+            if self.float16_caches:
+                k_val, v_val = (x.to(torch.float16).to(x.dtype) for x in (k_val, v_val))
+            return store(input_pos, k_val, v_val, *rest)
+
+        return update
+
     @torch.no_grad()
     def reset(self) -> None:
         """Zero the KV caches, as a freshly loaded `.pte` has them."""
@@ -139,8 +155,7 @@ class EagerLlama:
 def _round_to_float16(module: torch.nn.Module) -> None:
     """Round every float tensor of `module` as the Vulkan serializer stores an fp32
     constant under force_fp16 (clamped to float16's range, then rounded), in place,
-    inside quantized tensor subclasses too (their scales); and what its KV caches store
-    from now on (to float16, as the program's float16 caches hold it)."""
+    inside quantized tensor subclasses too (their scales)."""
     limit = torch.finfo(torch.float16).max
 
     def round_(tensor: torch.Tensor) -> None:
@@ -153,12 +168,6 @@ def _round_to_float16(module: torch.nn.Module) -> None:
 
     for tensor in [*module.parameters(), *module.buffers()]:
         round_(tensor)
-    for cache in module.modules():
-        if hasattr(cache, "k_cache") and hasattr(cache, "update"):
-            store = cache.update
-            cache.update = lambda input_pos, k_val, v_val, *rest, store=store: store(
-                input_pos, k_val.to(torch.float16).to(k_val.dtype), v_val.to(torch.float16).to(v_val.dtype), *rest
-            )
 
 
 @dataclass

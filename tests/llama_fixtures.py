@@ -2,7 +2,9 @@
 export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
 at position 0, then 10 greedy decode steps. Shared by the native and browser tests. Also
 exported with force_fp16 (every float tensor float16), whose eager module then holds the
-program's float16 constants (export_tools' EagerLlama), computed in f32 as pywebgpu does."""
+program's float16 constants (export_tools' EagerLlama), computed in f32 as pywebgpu does,
+with float16 KV caches as pywebgpu's kernels for GPUs keep them, or f32 ones as its
+kernels for CPU adapters do."""
 
 from __future__ import annotations
 
@@ -54,14 +56,27 @@ def _encoded(values, shape):
 
 
 @cache
-def tiny_llama_trace(tmp_dir: str, force_fp16: bool = False) -> LlamaTrace:
+def _tiny_llama_export(tmp_dir: str, force_fp16: bool):
     from export_tools import RandomSource, export_llama
 
     name = "tiny-fp16.pte" if force_fp16 else "tiny.pte"
-    result = export_llama(
+    return export_llama(
         RandomSource("tiny", seed=7), Path(tmp_dir) / name, max_seq_len=16, max_context_len=32, qmode="4w", force_fp16=force_fp16
     )
+
+
+def float16_caches(force_fp16: bool, kernel_set: str) -> bool:
+    """Whether pywebgpu keeps the program's KV caches float16 (ops/attention.py)."""
+    return force_fp16 and kernel_set == "gpu"
+
+
+@cache
+def tiny_llama_trace(tmp_dir: str, force_fp16: bool = False, kernel_set: str = "gpu") -> LlamaTrace:
+    """The trace of the tiny Llama (with force_fp16: its eager caches as `kernel_set`'s)."""
+    result = _tiny_llama_export(tmp_dir, force_fp16)
     eager = result.eager
+    if force_fp16:
+        eager.float16_caches = float16_caches(force_fp16, kernel_set)
     eager.reset()
     runs, logits = [], []
     tokens, position = list(PREFILL_TOKENS), 0
@@ -85,14 +100,16 @@ def check_decode_resizes(resized):
         assert all(name in ("et_vk.select_as_symint.default", "add", "sub") for name in names), f"run {step} resized {names}"
 
 
-def check_float16_caches(trace: LlamaTrace, held):
-    """An f16 program's KV caches (2 layers, k and v) stay float16; nothing else does."""
+def check_float16_caches(trace: LlamaTrace, kernel_set: str, held):
+    """With the kernels for GPUs an f16 program's KV caches (2 layers, k and v) stay
+    float16; nothing else does."""
     from pywebgpu.pte import load_program
 
     graph = load_program(trace.pte).vulkan_graph()
     caches = {op.args[i] for op in graph.chain if op.name == "sdpa_with_kv_cache.default" for i in (3, 4)}
     assert len(caches) == 4
-    assert set(held) == (caches if graph.compile_specs.get("force_fp16") == b"\x01" else set()), held
+    force_fp16 = graph.compile_specs.get("force_fp16") == b"\x01"
+    assert set(held) == (caches if float16_caches(force_fp16, kernel_set) else set()), held
 
 
 def check_trace(trace: LlamaTrace, results):

@@ -15,11 +15,6 @@
 // far more than the arithmetic (SwiftShader, SmolLM2's 3 heads per kv head: 2.0x faster
 // than a quad per head at 511 rows).
 //
-// The caches are bound as words: f32 values, or with CACHE_F16 (an f16 program's caches)
-// float16 values packed two per word: half the bytes, and where HEAD_DIM is a multiple of
-// 8 half the gathers. `store_new_rows` puts this call's keys and values into float16
-// caches first (f32 caches get buffer copies).
-//
 // Needs HEAD_DIM a multiple of 4, at most 64 (attention.py picks sdpa.wgsl otherwise).
 // Grid: (x, y) flatten ceil(seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
 // workgroups.
@@ -33,7 +28,6 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
-override CACHE_F16: bool = false;
 
 struct Params {
   seq_len: u32,
@@ -50,10 +44,8 @@ struct Position {
 
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> k: array<vec4<f32>>;  // store_new_rows'
-@group(0) @binding(4) var<storage, read> v: array<vec4<f32>>;  // store_new_rows'
-@group(0) @binding(5) var<storage, read_write> k_cache: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read_write> v_cache: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> k_cache: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> v_cache: array<vec4<f32>>;
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
 
@@ -63,8 +55,6 @@ struct Position {
 const WORKGROUP_SIZE: u32 = 4u;  // attention.py's CPU_WORKGROUP_SIZE
 const LANES: u32 = 4u;
 override VEC4S: u32 = HEAD_DIM / 4u;
-// The first of a row's last two vec4s (paired_dims' rows have at least two).
-override LAST_PAIR: u32 = max(VEC4S, 2u) - 2u;
 // The most negative finite f32: the running max before any key.
 const LOWEST: f32 = -0x1.fffffep+127f;
 
@@ -83,68 +73,18 @@ struct Head {
   acc: Dims,
 }
 
-// Vec4 `index` of the row at `base` (both in vec4s of f32 values) in `q`; zero past
-// HEAD_DIM (a lane's last vec4s when HEAD_DIM < 64).
+// Vec4 `index` of the row at `base` in `q`, `k_cache` or `v_cache`; zero past HEAD_DIM
+// (a lane's last vec4s when HEAD_DIM < 64).
 fn q_vec4(base: u32, index: u32) -> vec4<f32> {
   return select(vec4<f32>(), q[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
-// Four float16 values (two words) as f32.
-fn halves4(words: vec2<u32>) -> vec4<f32> {
-  return vec4<f32>(unpack2x16float(words.x), unpack2x16float(words.y));
-}
-
-// Vec4 `i` of a cache (in vec4s of f32 values) from the vec4 of words holding it: itself
-// with f32 values; with float16 values, half of words[i / 2].
-fn cache_vec4(words: vec4<u32>, i: u32) -> vec4<f32> {
-  if (CACHE_F16) {
-    return halves4(select(words.xy, words.zw, i % 2u == 1u));
-  }
-  return bitcast<vec4<f32>>(words);
-}
-
-// Where in a cache's words vec4 `i` lies.
-fn word_of(i: u32) -> u32 {
-  return select(i, i / 2u, CACHE_F16);
-}
-
-// Vec4 `index` of the cache row at `base` (as q_vec4's); zero past HEAD_DIM.
 fn key_vec4(base: u32, index: u32) -> vec4<f32> {
-  let i = base + min(index, VEC4S - 1u);
-  return select(vec4<f32>(), cache_vec4(k_cache[word_of(i)], i), index < VEC4S);
+  return select(vec4<f32>(), k_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
 fn value_vec4(base: u32, index: u32) -> vec4<f32> {
-  let i = base + min(index, VEC4S - 1u);
-  return select(vec4<f32>(), cache_vec4(v_cache[word_of(i)], i), index < VEC4S);
-}
-
-// The lane's 16 dims (from vec4 `first`) of a float16 cache row at `base` whose HEAD_DIM
-// is a multiple of 8, given the vec4s of words holding its vec4s first, first + 1 and
-// first + 2, first + 3 (even: the row's start and `first` are): two loads where f32
-// values take four, and each load is a gather there, lane by lane. Zero past HEAD_DIM.
-fn paired_dims(w0: vec4<u32>, w1: vec4<u32>, first: u32) -> Dims {
-  let zero = vec4<f32>();
-  return Dims(
-    select(zero, halves4(w0.xy), first < VEC4S), select(zero, halves4(w0.zw), first < VEC4S),
-    select(zero, halves4(w1.xy), first + 2u < VEC4S), select(zero, halves4(w1.zw), first + 2u < VEC4S),
-  );
-}
-
-fn key_dims(base: u32, first: u32) -> Dims {
-  if (CACHE_F16 && VEC4S % 2u == 0u) {
-    let pairs = (base + vec2<u32>(min(first, LAST_PAIR), min(first + 2u, LAST_PAIR))) / 2u;
-    return paired_dims(k_cache[pairs.x], k_cache[pairs.y], first);
-  }
-  return Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
-}
-
-fn value_dims(base: u32, first: u32) -> Dims {
-  if (CACHE_F16 && VEC4S % 2u == 0u) {
-    let pairs = (base + vec2<u32>(min(first, LAST_PAIR), min(first + 2u, LAST_PAIR))) / 2u;
-    return paired_dims(v_cache[pairs.x], v_cache[pairs.y], first);
-  }
-  return Dims(value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u));
+  return select(vec4<f32>(), v_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
 // The lane's dims (from vec4 `first`) of the query row at `base`, scaled.
@@ -230,17 +170,19 @@ fn main(
   var h3 = h0;
   for (var key = 0u; key < keys; key++) {
     let base = (key * p.kv_heads + kv_head) * VEC4S;
-    let key_row = key_dims(base, first);
-    let value_row = value_dims(base, first);
-    h0 = attend(h0, score(q0, key_row), value_row);
+    let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
+    let v = Dims(
+      value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
+    );
+    h0 = attend(h0, score(q0, k), v);
     if (QUAD_HEADS > 1u) {
-      h1 = attend(h1, score(q1, key_row), value_row);
+      h1 = attend(h1, score(q1, k), v);
     }
     if (QUAD_HEADS > 2u) {
-      h2 = attend(h2, score(q2, key_row), value_row);
+      h2 = attend(h2, score(q2, k), v);
     }
     if (QUAD_HEADS > 3u) {
-      h3 = attend(h3, score(q3, key_row), value_row);
+      h3 = attend(h3, score(q3, k), v);
     }
   }
 
@@ -254,23 +196,4 @@ fn main(
   if (QUAD_HEADS > 3u) {
     store_head(h3, q_base + 3u * VEC4S, first);
   }
-}
-
-// With CACHE_F16: this call's keys and values (rows [0, seq_len) of k and v, f32) into the
-// caches' rows from input_pos, as float16, a thread per 4 dims, before `main` reads them.
-// Grid: (x, y) flatten ceil(seq_len * kv_heads * HEAD_DIM / 4 / 64) workgroups.
-@compute @workgroup_size(64)
-fn store_new_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let index = gid.x + gid.y * groups.x * 64u;  // vec4 of the new rows
-  if (index >= p.seq_len * p.kv_heads * VEC4S) {
-    return;
-  }
-  let dst = position.input_pos * p.kv_heads * VEC4S + index;  // vec4 of the caches
-  let word = 2u * (dst % 2u);
-  let key = k[index];
-  let value = v[index];
-  k_cache[dst / 2u][word] = pack2x16float(key.xy);
-  k_cache[dst / 2u][word + 1u] = pack2x16float(key.zw);
-  v_cache[dst / 2u][word] = pack2x16float(value.xy);
-  v_cache[dst / 2u][word + 1u] = pack2x16float(value.zw);
 }

@@ -26,11 +26,13 @@ values into the caches.
 On GPUs, a decode step's attention also applies the rotary embedding to q and the new
 key, which it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
 
-An f16 program's caches (ExecuTorch's force_fp16) stay float16 where sdpa_with_kv_cache
-alone writes them and rows are whole vec4s (`float16_constants`): half the memory and
-the reads of f32 caches. The kernels (CACHE_F16) then attend every key and value as the
-cache holds it, this call's new ones rounded to float16 too, as the program's own f16
-tensors would be. Elsewhere (update_cache writing them) they are widened to float32.
+Where the kernels for GPUs run, an f16 program's caches (ExecuTorch's force_fp16) stay
+float16 if sdpa_with_kv_cache alone writes them and rows are whole vec4s
+(`float16_constants`): half the memory and the reads of f32 caches. sdpa.wgsl (CACHE_F16)
+then attends every key and value as the cache holds it, this call's new ones rounded to
+float16 too, as the program's own f16 tensors would be. Elsewhere they are widened to
+float32: on CPU adapters unpacking float16 costs more than the reads it saves
+(SwiftShader, SmolLM2 at 1,000 keys: 126-129 against 120-123 ms per token).
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ CPU_MAX_HEAD_DIM = 64  # sdpa_cpu.wgsl: a quad of threads x 16 dims each
 CPU_QUAD_THREADS = 4  # sdpa_cpu.wgsl: a quad per query row and cpu_quad_heads heads
 CPU_MAX_QUAD_HEADS = 4
 CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads spread over the cores
-CPU_STORE_WORKGROUP_SIZE = 64  # sdpa_cpu.wgsl's store_new_rows
 MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
 MIN_CHUNK = 64  # one key per thread
 MAX_SPLITS = 256  # sdpa_combine.wgsl: one rescale factor per split in workgroup memory
@@ -177,7 +178,8 @@ class CausalAttention(OpHandler):
 
     def float16_constants(self):
         caches = (self.k_cache, self.v_cache)
-        if self.update_cache and self.head_dim % 4 == 0 and all(c.constant_dtype == "float16" for c in caches):
+        gpu_kernels = self.kernel_set == "gpu"
+        if gpu_kernels and self.update_cache and self.head_dim % 4 == 0 and all(c.constant_dtype == "float16" for c in caches):
             return {c.id for c in caches}
         return set()
 
@@ -231,13 +233,11 @@ class CausalAttention(OpHandler):
         self.on_cpu = self.runs_cpu_kernel()
         if self.on_cpu:
             self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
-            cpu_constants = {**constants, "QUAD_HEADS": self.quad_heads, "CACHE_F16": int(self.cache_f16)}
-            caches = {5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position}
-            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", cpu_constants)
-            self.cpu_group = device.bind_group(self.cpu_pipeline, {0: self.out.buffer, 2: q.buffer, **caches})
-            if self.cache_f16:  # this call's rows go to the caches by a kernel, not copies
-                self.store_pipeline = await self.make_pipeline("sdpa_cpu", cpu_constants, "store_new_rows")
-                self.store_group = device.bind_group(self.store_pipeline, {3: k.buffer, 4: v.buffer, **caches})
+            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", {**constants, "QUAD_HEADS": self.quad_heads})
+            self.cpu_group = device.bind_group(
+                self.cpu_pipeline,
+                {0: self.out.buffer, 2: q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position},
+            )
             return
         self.partials = _shared_scratch(self.graph)
         self.kernels = await self.sdpa_kernels(q, k, v)
@@ -279,10 +279,7 @@ class CausalAttention(OpHandler):
         if not self.rows:
             return
         if self.on_cpu:
-            if self.cache_f16:
-                vec4s = self.rows * self.kv_heads * self.head_dim // 4
-                recorder.dispatch(self.store_pipeline, self.store_group, *linear_grid(vec4s, CPU_STORE_WORKGROUP_SIZE))
-            elif self.update_cache:
+            if self.update_cache:
                 # This call's rows into cache rows [input_pos, input_pos + S): contiguous.
                 row_bytes = self.kv_heads * self.head_dim * 4
                 for new, cache in ((self.k, self.k_cache), (self.v, self.v_cache)):
