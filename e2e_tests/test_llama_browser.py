@@ -5,16 +5,25 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import FUSED_OPS, check_decode_resizes, check_float16_caches, check_trace, tiny_llama_trace
+from llama_fixtures import (
+    FUSED_OPS,
+    LARGE_VOCAB,
+    TINY_VOCAB,
+    check_decode_resizes,
+    check_float16_caches,
+    check_trace,
+    tiny_llama_trace,
+)
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
-# widened on the GPU at build; float16 KV caches with the kernels for GPUs).
-@pytest.mark.parametrize("float_dtype", ["float32", "float16"])
-def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype):
+# widened on the GPU at build; float16 KV caches with the kernels for GPUs); with a large
+# vocabulary its final norm reaches the LM head through a clone.
+@pytest.mark.parametrize("float_dtype, vocab_size", [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_VOCAB)])
+def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype, vocab_size):
     # The kernels for CPU adapters (SwiftShader's own), then those for GPUs.
     folder = str(tmp_path_factory.getbasetemp())
-    traces = {kernel_set: tiny_llama_trace(folder, float_dtype == "float16", kernel_set) for kernel_set in ("cpu", "gpu")}
+    traces = {ks: tiny_llama_trace(folder, float_dtype == "float16", ks, vocab_size) for ks in ("cpu", "gpu")}
     (python_page.server.files_dir / "tiny_llama.pte").write_bytes(traces["gpu"].pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
     jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]

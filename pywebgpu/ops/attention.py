@@ -263,7 +263,8 @@ class CausalAttention(OpHandler):
             # Rows the split grid would spread over workgroups: whole_row while it is faster.
             self.whole_row = True
             chunk, self.splits = MAX_CHUNK, 1
-            self.gpu_int_ranges = {position_id: (0, WHOLE_ROW_MAX_KEYS - seq_len)}
+            # Positions whose keys fit the cache too: past it, a resize refuses them.
+            self.gpu_int_ranges = {position_id: (0, min(WHOLE_ROW_MAX_KEYS, self.max_context) - seq_len)}
         else:
             chunk, self.splits, most_keys = split_grid(keys, seq_len * self.q_heads, self.max_context)
             # Few rows go back to whole_row when their keys fall to WHOLE_ROW_MAX_KEYS.

@@ -28,7 +28,9 @@ place of the last op of its pattern, where all its inputs exist.
   one of one x above; not one that adds a residual or reads silu(gate) * up): one op
   (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GPU GEMV
   (decode), which applies the norm as it reads x. In a Llama block, both norms; and
-  the final norm before the LM head.
+  the final norm before the LM head, which f16 exports reach through a clone: a plain
+  linear reading the norm's output through views that keep its rows is given the norm's
+  output itself.
 - RoPE tables at the position: Llama slices its cos and sin tables at rows
   [input_pos, input_pos + S) (slice_copy, then a clone) for apply_rotary_emb. Where the
   slices are read only by apply_rotary_emb ops (through views), those read the whole
@@ -325,10 +327,17 @@ def _fuse_rms_norm_linear(graph):
     for norm in list(graph.ops):
         if type(norm) is not RmsNorm:
             continue
-        index = only_reader(norm.out.id, norm.index)
+        x, index, views = _through_views(graph, only_reader, norm.out.id, norm.index)
         linear = graph.ops[index] if index is not None else None
         if type(linear) not in (LinearQ4gswWeightOnly, LinearQ4gswConcat):
             continue
+        if views:
+            plain = type(linear) is LinearQ4gswWeightOnly and not linear.x_silu_mul
+            if not plain or linear.args[0] != x or graph.values[x].max_sizes[-1] != norm.width:
+                continue
+            linear = LinearQ4gswWeightOnly(graph, index, linear.name, (norm.out.id, *linear.args[1:]))
+            for folded in views:
+                _fold(graph, folded, index)
         if linear.x is not norm.out or linear.x_silu_mul or linear.k != norm.width:
             continue
         linear_name = "linear_q4gsw" if type(linear) is LinearQ4gswWeightOnly else linear.name.removesuffix(" (fused)")

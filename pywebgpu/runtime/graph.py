@@ -360,12 +360,16 @@ class GraphRuntime:
         self._served.clear()
         self._schedule = None
 
-    def value_changed(self, value_id: int):
+    def value_changed(self, value_id: int, host_data_only: bool = False):
         """Note that a value's live sizes, host data or SymInt value changed: the ops after
         the one being resized that read it are resized in this run, but for those that
-        read a SymInt on the GPU and whose recording serves its new value."""
+        read a SymInt on the GPU and whose recording serves its new value. When only an
+        input's data changed (`host_data_only`), only the ops that read it on the host:
+        the others read the data on the GPU (a sampled token: the embedding)."""
         value = self.values[value_id]
         readers = self._consumers.get(value_id, ())
+        if host_data_only:
+            readers = [index for index in readers if self.ops[index].reads_host_values]
         if isinstance(value, SymInt):
             if value.buffer is not None:
                 self.write_if_changed(value.buffer, _int_bytes(value.value))
@@ -426,9 +430,10 @@ class GraphRuntime:
                 raise GPUError(f"input {position}: a value does not fit in 32 bits") from None
             host_values = staged.tolist()
             if shape != tensor.sizes or host_values != tensor.host_values:
+                resized = shape != tensor.sizes
                 tensor.sizes = shape
                 tensor.host_values = host_values
-                self.value_changed(tensor.id)
+                self.value_changed(tensor.id, host_data_only=not resized)
             # Unchanged data is written too: the input's buffer may serve later tensors.
             if len(staged) and not fed and tensor.id in self._inputs_on_gpu:
                 self.device.write_buffer(tensor.buffer, staged)
