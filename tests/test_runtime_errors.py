@@ -125,3 +125,22 @@ def test_an_input_read_on_the_host_is_not_fed_from_the_last_run():
 
     with pytest.raises(GPUError, match="cannot be fed on the GPU: an op reads the token input on the host"):
         asyncio.run(main())
+
+
+def test_index_out_of_range_is_refused_when_only_the_indices_change():
+    """Index tensors given by the caller are checked on the host each time their data
+    changes, not only when their shape does (an input whose data alone changed resizes
+    only the ops that read it on the host)."""
+    from op_cases.indexing import CASES as INDEXING_CASES
+
+    case = next(c for c in INDEXING_CASES if c.id == "index-dim0")  # x [7, 5], 5 indices
+
+    async def main():
+        graph = await load(await request_device(), export_case(case))
+        x = torch.randn(7, 5).numpy()
+        ids = torch.tensor([0, -1, 3, 3, -7], dtype=torch.int32)
+        await graph.execute(x, ids.numpy())
+        await graph.execute(x, torch.tensor([1, 2, 3, 4, 7], dtype=torch.int32).numpy())
+
+    with pytest.raises(OpError, match=r"aten\.index\.Tensor: index 7 out of range for dim 0 of size 7"):
+        asyncio.run(main())

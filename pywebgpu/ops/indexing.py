@@ -178,6 +178,8 @@ class IndexTensor(OpHandler):
         if self.indices.dtype != "int32" or len(self.indices.max_sizes) != 1:
             self.fail(f"index tensor {self.indices.label} is {self.indices.dtype}{list(self.indices.max_sizes)}; a 1-D int32 tensor is needed")
         self.host_indices = self.indices in graph.inputs
+        # Indices given by the caller are checked on the host, whenever they change.
+        self.reads_host_values = self.host_indices
 
     async def build(self):
         if self.src.buffer is self.out.buffer:
