@@ -178,10 +178,9 @@ class CausalAttention(OpHandler):
 
     def float16_constants(self):
         caches = (self.k_cache, self.v_cache)
-        gpu_kernels = self.kernel_set == "gpu"
-        if gpu_kernels and self.update_cache and self.head_dim % 4 == 0 and all(c.constant_dtype == "float16" for c in caches):
-            return {c.id for c in caches}
-        return set()
+        if self.kernel_set != "gpu" or not self.update_cache or self.head_dim % 4:
+            return set()
+        return {c.id for c in caches} if all(c.constant_dtype == "float16" for c in caches) else set()
 
     def reserve_scratch(self):
         """Reserve the largest merge scratch any live size can need: (max, sum, head_dim
@@ -209,7 +208,9 @@ class CausalAttention(OpHandler):
         """sdpa.wgsl's (pipeline, bind group) pairs of `main` and `whole_row` over these q,
         k and v (with `rope`, before their rotary embedding, which the kernels apply)."""
         table, first_row = self.rope_bindings() if rope else (_rope_table(self.graph, None, None), self.position)
-        constants = {"HEAD_DIM": self.head_dim, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope), "CACHE_F16": int(self.cache_f16)}
+        constants = {
+            "HEAD_DIM": self.head_dim, "UPDATE_CACHE": int(self.update_cache), "ROPE": int(rope), "CACHE_F16": int(self.cache_f16),
+        }  # fmt: skip
         buffers = [self.out, self.partials, q, k, v, self.k_cache, self.v_cache, self.params, self.position, table, first_row]
         buffers = [getattr(b, "buffer", b) for b in buffers]
         kernels = []
