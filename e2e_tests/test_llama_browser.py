@@ -5,21 +5,13 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import (
-    FUSED_OPS,
-    LARGE_VOCAB,
-    TINY_VOCAB,
-    check_decode_resizes,
-    check_float16_caches,
-    check_trace,
-    tiny_llama_trace,
-)
+from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_trace
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
 # widened on the GPU at build; float16 KV caches with the kernels for GPUs); with a large
 # vocabulary its final norm reaches the LM head through a clone.
-@pytest.mark.parametrize("float_dtype, vocab_size", [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_VOCAB)])
+@pytest.mark.parametrize("float_dtype, vocab_size", PROGRAMS)
 def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtype, vocab_size):
     # The kernels for CPU adapters (SwiftShader's own), then those for GPUs.
     folder = str(tmp_path_factory.getbasetemp())
@@ -30,8 +22,5 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
-        kernel_set = answer["kernel_set"]
-        assert set(FUSED_OPS[kernel_set]) <= set(answer["ops"]), answer["ops"]
-        check_trace(traces[kernel_set], answer["results"])
-        check_float16_caches(traces[kernel_set], kernel_set, answer["float16"])
+        check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
     check_decode_resizes(answers[1]["resized"])

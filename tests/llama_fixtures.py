@@ -60,6 +60,9 @@ def _encoded(values, shape):
 # norm · linear fusion looks through.
 TINY_VOCAB = 512
 LARGE_VOCAB = 20000
+# (float dtype, vocabulary) of the programs the native and browser tests run: float16 is
+# the export with force_fp16.
+PROGRAMS = [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_VOCAB)]
 
 
 @cache
@@ -118,6 +121,14 @@ def check_float16_caches(trace: LlamaTrace, kernel_set: str, held):
     assert len(caches) == 4  # the tiny Llama's 2 layers
     force_fp16 = graph.compile_specs.get("force_fp16") == b"\x01"
     assert set(held) == (caches if float16_caches(force_fp16, kernel_set) else set()), held
+
+
+def check_run(trace: LlamaTrace, kernel_set: str, answer):
+    """A graph_programs.run_graph answer against the trace: the fusions `kernel_set`
+    makes, the logits (check_trace), and which tensors are float16."""
+    assert set(FUSED_OPS[kernel_set]) <= set(answer["ops"]), answer["ops"]
+    check_trace(trace, answer["results"])
+    check_float16_caches(trace, kernel_set, answer["float16"])
 
 
 def check_trace(trace: LlamaTrace, results):

@@ -5,15 +5,7 @@ import asyncio
 import pytest
 
 import graph_programs
-from llama_fixtures import (
-    FUSED_OPS,
-    LARGE_VOCAB,
-    TINY_VOCAB,
-    check_decode_resizes,
-    check_float16_caches,
-    check_trace,
-    tiny_llama_trace,
-)
+from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_trace
 
 pytestmark = pytest.mark.native
 
@@ -22,14 +14,12 @@ pytestmark = pytest.mark.native
 # float16: the program exported with force_fp16, run with float32 tensors (float16 KV
 # caches with the kernels for GPUs); with a large vocabulary its final norm reaches the
 # LM head through a clone.
-@pytest.mark.parametrize("float_dtype, vocab_size", [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_VOCAB)])
+@pytest.mark.parametrize("float_dtype, vocab_size", PROGRAMS)
 @pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
 def test_tiny_llama_prefill_and_decode(tmp_path_factory, kernel_set, float_dtype, vocab_size):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set, vocab_size)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
-    assert set(FUSED_OPS[kernel_set]) <= set(answer["ops"]), answer["ops"]
-    check_trace(trace, answer["results"])
-    check_float16_caches(trace, kernel_set, answer["float16"])
+    check_run(trace, kernel_set, answer)
     if kernel_set == "gpu":
         check_decode_resizes(answer["resized"])
 
