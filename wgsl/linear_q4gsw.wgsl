@@ -153,7 +153,14 @@ fn scales4(first: u32) -> vec4<f32> {
 // gathers (8 rows with quads against 4 rows without: 1.4x; 8 rows alone 1.15-1.2x);
 // without, every lane loads them all (linear_q4gsw_no_quads.wgsl).
 // Accumulators are scalars or vectors, never private arrays indexed in a loop
-// (SwiftShader spills those: ~1.8x slower).
+// (SwiftShader spills those: ~1.8x slower). And no loop nested in the loop over K: the
+// values a loop carries are spilled and blended under the lane mask every iteration, and
+// a loop over the words of a group inside the loop over groups cost gemv_rows 1.35x and
+// gemv 1.6-1.7x (SwiftShader, SmolLM2's shapes). So gemv_rows takes a step of 4 words (32
+// values, the words written out) per iteration and applies the step's group scales at
+// its end, where groups are a multiple of 32 values; `gemv_rows_words` (any group of
+// whole words) a word per iteration (1.2x slower than steps, 1.15x faster than nested
+// loops).
 //
 // Nibbles are taken out of a word by masks alone (q4_places_lo / _hi), never shifted:
 // SwiftShader's JIT has no vector shift by a per-lane amount, and a WGSL shift is one, so
@@ -243,7 +250,7 @@ struct Outputs16 {
   d: vec4<f32>,
 }
 
-// A row's sums over the words of a group so far, and the offset_sum of their x values.
+// A row's sums over words of one group, and the offset_sum of their x values.
 struct RowSums {
   sums: Outputs16,
   offset_sum: f32,
@@ -267,13 +274,64 @@ fn add_word(sums: RowSums, u0: Words4, u1: Words4, u2: Words4, u3: Words4, x: XW
   );
 }
 
-// `total` plus a group's sums of a row, the + 8 taken off, times the group's scales.
+// What a gemv_rows thread reads: the weight rows of its 16 outputs (n0 + 4b .. n0 + 4b + 3:
+// rows_b, in words), and where its 8 rows of x start, in its lane's slot order (x_lo:
+// rows m0 .. m0 + 3, x_hi: m0 + 4 .. m0 + 7; see XSlots).
+struct RowsThread {
+  rows0: vec4<u32>, rows1: vec4<u32>, rows2: vec4<u32>, rows3: vec4<u32>,
+  x_lo: vec4<u32>, x_hi: vec4<u32>,
+}
+
+// A thread's 8 rows (as RowsThread orders them), RowSums each or 16 outputs each.
+struct RowsSums {
+  lo0: RowSums, lo1: RowSums, lo2: RowSums, lo3: RowSums,
+  hi0: RowSums, hi1: RowSums, hi2: RowSums, hi3: RowSums,
+}
+struct RowsTotals {
+  lo0: Outputs16, lo1: Outputs16, lo2: Outputs16, lo3: Outputs16,
+  hi0: Outputs16, hi1: Outputs16, hi2: Outputs16, hi3: Outputs16,
+}
+
+// `s` plus word w of the thread's 16 outputs times its 8 rows of x: each word unpacked
+// once for the 8 rows, the x values of 4 rows at a time.
+fn add_rows_word(s: RowsSums, t: RowsThread, w: u32) -> RowsSums {
+  let u0 = words4(t.rows0, w);
+  let u1 = words4(t.rows1, w);
+  let u2 = words4(t.rows2, w);
+  let u3 = words4(t.rows3, w);
+  let xl = x_slots(t.x_lo, w);
+  let lo0 = add_word(s.lo0, u0, u1, u2, u3, xl.s0);
+  let lo1 = add_word(s.lo1, u0, u1, u2, u3, xl.s1);
+  let lo2 = add_word(s.lo2, u0, u1, u2, u3, xl.s2);
+  let lo3 = add_word(s.lo3, u0, u1, u2, u3, xl.s3);
+  let xh = x_slots(t.x_hi, w);
+  return RowsSums(
+    lo0, lo1, lo2, lo3,
+    add_word(s.hi0, u0, u1, u2, u3, xh.s0), add_word(s.hi1, u0, u1, u2, u3, xh.s1),
+    add_word(s.hi2, u0, u1, u2, u3, xh.s2), add_word(s.hi3, u0, u1, u2, u3, xh.s3),
+  );
+}
+
+// `total` plus a row's sums of words of one group, the + 8 taken off, times the group's
+// scales.
 fn add_group(total: Outputs16, group: RowSums, scales: Outputs16) -> Outputs16 {
   let offset = 8.0 * group.offset_sum;
   let s = group.sums;
   return Outputs16(
     total.a + (s.a - offset) * scales.a, total.b + (s.b - offset) * scales.b,
     total.c + (s.c - offset) * scales.c, total.d + (s.d - offset) * scales.d,
+  );
+}
+
+// `t` plus the thread's sums `s` of words of group g, scaled.
+fn add_rows_group(t: RowsTotals, s: RowsSums, n0: u32, g: u32) -> RowsTotals {
+  let scale = g * p.scale_stride + n0;
+  let scales = Outputs16(scales4(scale), scales4(scale + 4u), scales4(scale + 8u), scales4(scale + 12u));
+  return RowsTotals(
+    add_group(t.lo0, s.lo0, scales), add_group(t.lo1, s.lo1, scales),
+    add_group(t.lo2, s.lo2, scales), add_group(t.lo3, s.lo3, scales),
+    add_group(t.hi0, s.hi0, scales), add_group(t.hi1, s.hi1, scales),
+    add_group(t.hi2, s.hi2, scales), add_group(t.hi3, s.hi3, scales),
   );
 }
 
@@ -288,6 +346,18 @@ fn store_row16(m: u32, n0: u32, totals: Outputs16) {
       store(m, n0 + j, by_four[j / 4u][j % 4u]);
     }
   }
+}
+
+// Stores a thread's totals: rows m0 .. m0 + 7 in its lane's slot order.
+fn store_rows(m0: u32, lane: u32, n0: u32, t: RowsTotals) {
+  store_row16(m0 + lane, n0, t.lo0);
+  store_row16(m0 + (lane ^ 1u), n0, t.lo1);
+  store_row16(m0 + (lane ^ 2u), n0, t.lo2);
+  store_row16(m0 + (lane ^ 3u), n0, t.lo3);
+  store_row16(m0 + 4u + lane, n0, t.hi0);
+  store_row16(m0 + 4u + (lane ^ 1u), n0, t.hi1);
+  store_row16(m0 + 4u + (lane ^ 2u), n0, t.hi2);
+  store_row16(m0 + 4u + (lane ^ 3u), n0, t.hi3);
 }
 
 // Whether every output of a quad (whose thread at `lane` starts at output n0, each lane
@@ -307,67 +377,67 @@ fn slot_rows(first: u32, lane: u32) -> vec4<u32> {
   );
 }
 
+// The first output of a gemv_rows thread (grid: see above).
+fn rows_first_output(lid: u32, wg: vec3<u32>, groups: vec3<u32>) -> u32 {
+  return ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
+}
+
+// The RowsThread of the thread whose first output is n0, in rows m0 .. m0 + 7.
+fn rows_thread(n0: u32, m0: u32, lane: u32) -> RowsThread {
+  return RowsThread(
+    weight_rows4(n0), weight_rows4(n0 + 4u), weight_rows4(n0 + 8u), weight_rows4(n0 + 12u),
+    slot_rows(m0, lane), slot_rows(m0 + 4u, lane),
+  );
+}
+
+// Groups of a multiple of 32 values: a step of 4 words per iteration.
 @compute @workgroup_size(ROWS_THREADS)
 fn gemv_rows(
   @builtin(local_invocation_index) lid: u32,
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
+  let n0 = rows_first_output(lid, wg, groups);
   let lane = lid % 4u;  // in the quad
   // Threads past N in a quad that stays (x_slots may be quad operations) read the last
   // weight row.
   if (quad_past_n(n0, lane, ROWS_OUTPUTS)) {
     return;
   }
-  // Rows m0 .. m0 + 3 (x_lo) and m0 + 4 .. m0 + 7 (x_hi), in this lane's slot order.
   let m0 = wg.z * GEMV_ROWS;
-  let x_lo = slot_rows(m0, lane);
-  let x_hi = slot_rows(m0 + 4u, lane);
-  // Outputs n0 + 4b .. n0 + 4b + 3: weight rows b.
-  let rows0 = weight_rows4(n0);
-  let rows1 = weight_rows4(n0 + 4u);
-  let rows2 = weight_rows4(n0 + 8u);
-  let rows3 = weight_rows4(n0 + 12u);
+  let t = rows_thread(n0, m0, lane);
   let words_per_group = p.group_size / 8u;
-  // total_s: the row of slot s (lo: 0 .. 3, hi: 4 .. 7).
-  var total_lo0 = Outputs16(); var total_lo1 = Outputs16(); var total_lo2 = Outputs16(); var total_lo3 = Outputs16();
-  var total_hi0 = Outputs16(); var total_hi1 = Outputs16(); var total_hi2 = Outputs16(); var total_hi3 = Outputs16();
-  for (var first = 0u; first < p.k / 8u; first += words_per_group) {
-    var lo0 = RowSums(); var lo1 = RowSums(); var lo2 = RowSums(); var lo3 = RowSums();
-    var hi0 = RowSums(); var hi1 = RowSums(); var hi2 = RowSums(); var hi3 = RowSums();
-    for (var w = first; w < first + words_per_group; w++) {
-      // The words of the 16 outputs, unpacked once for the eight rows.
-      let u0 = words4(rows0, w);
-      let u1 = words4(rows1, w);
-      let u2 = words4(rows2, w);
-      let u3 = words4(rows3, w);
-      let xl = x_slots(x_lo, w);
-      lo0 = add_word(lo0, u0, u1, u2, u3, xl.s0);
-      lo1 = add_word(lo1, u0, u1, u2, u3, xl.s1);
-      lo2 = add_word(lo2, u0, u1, u2, u3, xl.s2);
-      lo3 = add_word(lo3, u0, u1, u2, u3, xl.s3);
-      let xh = x_slots(x_hi, w);
-      hi0 = add_word(hi0, u0, u1, u2, u3, xh.s0);
-      hi1 = add_word(hi1, u0, u1, u2, u3, xh.s1);
-      hi2 = add_word(hi2, u0, u1, u2, u3, xh.s2);
-      hi3 = add_word(hi3, u0, u1, u2, u3, xh.s3);
-    }
-    let scale = (first / words_per_group) * p.scale_stride + n0;
-    let scales = Outputs16(scales4(scale), scales4(scale + 4u), scales4(scale + 8u), scales4(scale + 12u));
-    total_lo0 = add_group(total_lo0, lo0, scales); total_lo1 = add_group(total_lo1, lo1, scales);
-    total_lo2 = add_group(total_lo2, lo2, scales); total_lo3 = add_group(total_lo3, lo3, scales);
-    total_hi0 = add_group(total_hi0, hi0, scales); total_hi1 = add_group(total_hi1, hi1, scales);
-    total_hi2 = add_group(total_hi2, hi2, scales); total_hi3 = add_group(total_hi3, hi3, scales);
+  var totals = RowsTotals();
+  for (var w = 0u; w < p.k / 8u; w += 4u) {
+    var sums = add_rows_word(RowsSums(), t, w);
+    sums = add_rows_word(sums, t, w + 1u);
+    sums = add_rows_word(sums, t, w + 2u);
+    sums = add_rows_word(sums, t, w + 3u);
+    totals = add_rows_group(totals, sums, n0, w / words_per_group);
   }
-  store_row16(m0 + lane, n0, total_lo0);
-  store_row16(m0 + (lane ^ 1u), n0, total_lo1);
-  store_row16(m0 + (lane ^ 2u), n0, total_lo2);
-  store_row16(m0 + (lane ^ 3u), n0, total_lo3);
-  store_row16(m0 + 4u + lane, n0, total_hi0);
-  store_row16(m0 + 4u + (lane ^ 1u), n0, total_hi1);
-  store_row16(m0 + 4u + (lane ^ 2u), n0, total_hi2);
-  store_row16(m0 + 4u + (lane ^ 3u), n0, total_hi3);
+  store_rows(m0, lane, n0, totals);
+}
+
+// Any group of whole words: a word per iteration.
+@compute @workgroup_size(ROWS_THREADS)
+fn gemv_rows_words(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let n0 = rows_first_output(lid, wg, groups);
+  let lane = lid % 4u;
+  if (quad_past_n(n0, lane, ROWS_OUTPUTS)) {
+    return;
+  }
+  let m0 = wg.z * GEMV_ROWS;
+  let t = rows_thread(n0, m0, lane);
+  let words_per_group = p.group_size / 8u;
+  var totals = RowsTotals();
+  for (var w = 0u; w < p.k / 8u; w++) {
+    totals = add_rows_group(totals, add_rows_word(RowsSums(), t, w), n0, w / words_per_group);
+  }
+  store_rows(m0, lane, n0, totals);
 }
 
 // --- gemv_coop, gemv_coop4: teams of COOP_THREADS threads, x staged in workgroup memory --
