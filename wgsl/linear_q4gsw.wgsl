@@ -156,11 +156,10 @@ fn scales4(first: u32) -> vec4<f32> {
 // (SwiftShader spills those: ~1.8x slower). And no loop nested in the loop over K: the
 // values a loop carries are spilled and blended under the lane mask every iteration, and
 // a loop over the words of a group inside the loop over groups cost gemv_rows 1.35x and
-// gemv 1.6-1.7x (SwiftShader, SmolLM2's shapes). So gemv_rows takes a step of 4 words (32
-// values, the words written out) per iteration and applies the step's group scales at
-// its end, where groups are a multiple of 32 values; `gemv_rows_words` (any group of
-// whole words) a word per iteration (1.2x slower than steps, 1.15x faster than nested
-// loops).
+// gemv 1.6-1.7x (SwiftShader, SmolLM2's shapes). So gemv_rows takes a step of
+// STEP_WORDS words per iteration (written out) and applies the step's group scales at
+// its end: 4 words (32 values) where groups are a multiple of 32 values, else 1 (1.15x
+// slower than steps of 4, 1.15x faster than the nested loops).
 //
 // Nibbles are taken out of a word by masks alone (q4_places_lo / _hi), never shifted:
 // SwiftShader's JIT has no vector shift by a per-lane amount, and a WGSL shift is one, so
@@ -175,6 +174,7 @@ fn scales4(first: u32) -> vec4<f32> {
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
 const ROWS_OUTPUTS: u32 = 16u;  // linear.py's ROWS_OUTPUTS
 const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
+override STEP_WORDS: u32 = 4u;  // 4 or 1: words per step of gemv_rows, within one group
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
 
@@ -377,27 +377,13 @@ fn slot_rows(first: u32, lane: u32) -> vec4<u32> {
   );
 }
 
-// The first output of a gemv_rows thread (grid: see above).
-fn rows_first_output(lid: u32, wg: vec3<u32>, groups: vec3<u32>) -> u32 {
-  return ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
-}
-
-// The RowsThread of the thread whose first output is n0, in rows m0 .. m0 + 7.
-fn rows_thread(n0: u32, m0: u32, lane: u32) -> RowsThread {
-  return RowsThread(
-    weight_rows4(n0), weight_rows4(n0 + 4u), weight_rows4(n0 + 8u), weight_rows4(n0 + 12u),
-    slot_rows(m0, lane), slot_rows(m0 + 4u, lane),
-  );
-}
-
-// Groups of a multiple of 32 values: a step of 4 words per iteration.
 @compute @workgroup_size(ROWS_THREADS)
 fn gemv_rows(
   @builtin(local_invocation_index) lid: u32,
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n0 = rows_first_output(lid, wg, groups);
+  let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
   let lane = lid % 4u;  // in the quad
   // Threads past N in a quad that stays (x_slots may be quad operations) read the last
   // weight row.
@@ -405,37 +391,20 @@ fn gemv_rows(
     return;
   }
   let m0 = wg.z * GEMV_ROWS;
-  let t = rows_thread(n0, m0, lane);
+  let t = RowsThread(
+    weight_rows4(n0), weight_rows4(n0 + 4u), weight_rows4(n0 + 8u), weight_rows4(n0 + 12u),
+    slot_rows(m0, lane), slot_rows(m0 + 4u, lane),
+  );
   let words_per_group = p.group_size / 8u;
   var totals = RowsTotals();
-  for (var w = 0u; w < p.k / 8u; w += 4u) {
+  for (var w = 0u; w < p.k / 8u; w += STEP_WORDS) {
     var sums = add_rows_word(RowsSums(), t, w);
-    sums = add_rows_word(sums, t, w + 1u);
-    sums = add_rows_word(sums, t, w + 2u);
-    sums = add_rows_word(sums, t, w + 3u);
+    if (STEP_WORDS == 4u) {
+      sums = add_rows_word(sums, t, w + 1u);
+      sums = add_rows_word(sums, t, w + 2u);
+      sums = add_rows_word(sums, t, w + 3u);
+    }
     totals = add_rows_group(totals, sums, n0, w / words_per_group);
-  }
-  store_rows(m0, lane, n0, totals);
-}
-
-// Any group of whole words: a word per iteration.
-@compute @workgroup_size(ROWS_THREADS)
-fn gemv_rows_words(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wg: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let n0 = rows_first_output(lid, wg, groups);
-  let lane = lid % 4u;
-  if (quad_past_n(n0, lane, ROWS_OUTPUTS)) {
-    return;
-  }
-  let m0 = wg.z * GEMV_ROWS;
-  let t = rows_thread(n0, m0, lane);
-  let words_per_group = p.group_size / 8u;
-  var totals = RowsTotals();
-  for (var w = 0u; w < p.k / 8u; w++) {
-    totals = add_rows_group(totals, add_rows_word(RowsSums(), t, w), n0, w / words_per_group);
   }
   store_rows(m0, lane, n0, totals);
 }

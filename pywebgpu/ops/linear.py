@@ -29,8 +29,8 @@ from .registry import OpHandler, pack_u32, register
 # Mirrors of constants in the kernels.
 GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
-# gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words: both take group
-# sizes that are a multiple of this (gemv_rows_words takes the others).
+# gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words, where group
+# sizes are a multiple of this (else gemv_rows runs steps of one word: STEP_WORDS).
 STEP_VALUES = 32
 ROWS_THREADS = 64  # threads per gemv_rows workgroup (linear_q4gsw.wgsl)
 ROWS_OUTPUTS = 16  # outputs of each row per gemv_rows thread
@@ -48,17 +48,15 @@ ELEMENTWISE_WORKGROUP = 256
 # shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each, x
 # shared by quads where the adapter has subgroups) for more, at any M (SwiftShader: 2x
 # the tiled GEMM at 128 rows, 3x at 8), and for one row that gemv cannot take (no
-# subgroups); `gemv_rows_words` in both roles for group sizes that are not a multiple of
-# STEP_VALUES. GPUs want
+# subgroups, or a group size that is not a multiple of STEP_VALUES). GPUs want
 # coalesced weight reads: a team of threads per output (`gemv_coop`) or per 4 outputs
 # (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
-# The entry points each kind of adapter runs (those for CPU adapters: see cpu_kernel_names):
-# only those are built (the kind is fixed at load), since every pipeline costs load time
-# (SwiftShader compiles them on the CPU).
-GPU_KERNELS = ("gemv_coop", "gemv_coop4", "gemm")
+# The entry points each kind of adapter runs: only those are built (the kind is fixed at
+# load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
+KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4", "gemm")}
 # The linears' module: linear_q4gsw.wgsl, and with subgroups linear_q4gsw_quads.wgsl
 # (gemv, and gemv_rows' x shared by quads) behind the directives of its quad operations (a
 # module's directives come first; wgpu-native drops them, naga takes subgroup builtins
@@ -130,14 +128,10 @@ class LinearQ4gsw(OpHandler):
     async def build(self):
         self.params = self.params_buffer(32)
         self.packed = self.packed_buffers()
-        kernels = GPU_KERNELS if self.kernel_set == "gpu" else self.cpu_kernel_names()
+        kernels = KERNELS_BY_SET[self.kernel_set]
+        if "subgroups" not in self.graph.device.features or self.group_size % STEP_VALUES:
+            kernels = [kernel for kernel in kernels if kernel != "gemv"]
         self.kernels = {kernel: await self.make_kernel(kernel) for kernel in kernels}
-
-    def cpu_kernel_names(self) -> tuple[str, ...]:
-        """The kernels for CPU adapters this linear runs: (rows kernel, [gemv])."""
-        if self.group_size % STEP_VALUES:
-            return ("gemv_rows_words",)
-        return ("gemv_rows", "gemv") if "subgroups" in self.graph.device.features else ("gemv_rows",)
 
     async def make_kernel(self, kernel: str, norm=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
@@ -149,6 +143,7 @@ class LinearQ4gsw(OpHandler):
             "X_SILU_MUL": self.x_silu_mul,
             "X_RMS_NORM": norm is not None,
             "RMS_EPS": norm.eps if norm is not None else 0.0,
+            "STEP_WORDS": 1 if self.group_size % STEP_VALUES else 4,
         }
         weights, scales, bias = self.packed
         # Slots of absent operands: any read-only buffer of this dispatch for the bias and
@@ -185,7 +180,7 @@ class LinearQ4gsw(OpHandler):
         self.kernel = self.choose_kernel(self.kernel_set)
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
-        elif self.kernel in ("gemv_rows", "gemv_rows_words"):
+        elif self.kernel == "gemv_rows":
             self.grid = (*linear_grid(-(-self.n // (ROWS_THREADS * ROWS_OUTPUTS)), 1), -(-self.m // GEMV_ROWS))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
@@ -202,9 +197,7 @@ class LinearQ4gsw(OpHandler):
 
     def choose_kernel(self, adapter_kind: str) -> str:
         if adapter_kind == "cpu":
-            if self.m == 1 and "gemv" in self.kernels:
-                return "gemv"
-            return "gemv_rows" if "gemv_rows" in self.kernels else "gemv_rows_words"
+            return "gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"
         if self.m > GPU_GEMV_MAX_ROWS:
             return "gemm"
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
@@ -339,7 +332,7 @@ class RmsNormLinear(OpHandler):
     async def build(self):
         await self.norm.build()
         await self.linear.build()
-        fused = self.FUSED_KERNELS if self.kernel_set == "gpu" else ()
+        fused = [kernel for kernel in self.FUSED_KERNELS if kernel in KERNELS_BY_SET[self.kernel_set]]
         self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
 
     def resize(self):

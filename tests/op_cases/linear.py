@@ -9,8 +9,8 @@ N % 4 != 0 the Vulkan fusion pass crashes in et_vk.linear_q4gsw's reference impl
 scales are padded to a multiple of 4 columns but the reference views them unpadded), so N
 varies over multiples of 4 that are not multiples of 8 or of the 64-wide GEMM tile. M is
 prime where it can be. With the kernels for GPUs up to 4 rows run a GEMV, more the tiled
-GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 8 rows;
-`gemv_rows_words` where groups are not a multiple of 32 values).
+GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 8 rows),
+as do single rows whose groups are not a multiple of 32 values.
 """
 
 import dataclasses
@@ -172,7 +172,7 @@ CASES = [
     *both_kernel_sets("linear-q4gsw-m67-n132", linear_4w(160, 132, seed=2), (r(67, 160),)),
     *both_kernel_sets("linear-q4gsw-gs8-k72", linear_4w(72, 44, group_size=8, seed=3), (r(2, 5, 72),)),
     # Groups smaller than gemv's chunks and gemv_rows' steps of 32 values (CPU adapters:
-    # gemv_rows_words runs them, one row or more).
+    # gemv_rows runs them a word per step, one row or more).
     *both_kernel_sets("linear-q4gsw-gs16-gemv-k80", linear_4w(80, 28, group_size=16, seed=39), (r(1, 80),)),
     *both_kernel_sets("linear-q4gsw-gs64-3d", linear_4w(192, 44, group_size=64, seed=4), (r(3, 5, 192),)),
     *both_kernel_sets("linear-q4gsw-gs128-gemv-bias", linear_4w(256, 36, group_size=128, bias=True, seed=5), (r(1, 1, 256),)),
