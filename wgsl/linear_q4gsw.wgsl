@@ -18,10 +18,10 @@
 // - several outputs: linears that read one x, their weights concatenated by rows; output
 //   n < split0 goes to `out` (rows of split0), n < split1 to `out1` (rows of
 //   split1 - split0), the rest to `out2`. One output: split0 = split1 = N.
-// - X_RMS_NORM (gemv_coop and gemv_coop4 only): x is an RMSNorm's input and the kernel
-//   applies the norm itself: x * side (the norm weight, [K]) is read in place of x, and
-//   the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum of
-//   squares gathered as the workgroup stages x (decode's RMSNorm costs no dispatch).
+// - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
+//   kernel applies the norm itself: x * side (the norm weight, [K]) is read in place of
+//   x, and the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum
+//   of squares gathered as x is read (decode's RMSNorm costs no dispatch).
 override HAS_BIAS: bool = false;
 override HAS_RESIDUAL: bool = false;
 override X_SILU_MUL: bool = false;

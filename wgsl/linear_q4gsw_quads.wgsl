@@ -29,6 +29,10 @@ fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
 // A quad's threads take consecutive outputs: a quad whose first output is past N leaves
 // whole; in the others every thread stays to the end (outputs past N read the last
 // weight row, weight_row, and are never stored).
+// X_RMS_NORM: each lane also sums the squares of the norm's input at the words it loads,
+// and the quad adds them up: the four lanes load every word of the row once. (SwiftShader,
+// SmolLM2's q/k/v and gate/up: as fast as without the norm, which was a dispatch of its
+// own.)
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
 const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
 const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
@@ -87,9 +91,14 @@ fn gemv(
   // One loop, a chunk per iteration, each scaled by its group's scales: in SwiftShader a
   // loop nested in the loop over groups (chunks within a group) cost the kernel 1.6-1.7x
   // (the loop-carried sums are spilled and blended under the lane mask each iteration).
+  var squares = 0.0;  // X_RMS_NORM: of the norm's input at this lane's words
   for (var chunk = 0u; chunk < p.k / 32u; chunk++) {
     // This lane's word of the chunk.
-    let x = x_word(x_row, 4u * chunk + lane);
+    let word = 4u * chunk + lane;
+    let x = x_word(x_row, word);
+    if (X_RMS_NORM) {
+      squares += x_squares(x_row, 2u * word) + x_squares(x_row, 2u * word + 1u);
+    }
     var offset_sum = x.offset_sum;
     offset_sum += quadSwapX(offset_sum);
     offset_sum += quadSwapY(offset_sum);
@@ -101,6 +110,14 @@ fn gemv(
     let scale = (chunk / chunks_per_group) * p.scale_stride + n0;
     total_lo += (dot_chunks4(rows_lo, chunk, xc) - 8.0 * offset_sum) * scales4(scale);
     total_hi += (dot_chunks4(rows_hi, chunk, xc) - 8.0 * offset_sum) * scales4(scale + 4u);
+  }
+  if (X_RMS_NORM) {
+    // The quad's lanes loaded every word of the row once.
+    squares += quadSwapX(squares);
+    squares += quadSwapY(squares);
+    let scale = inverse_rms(squares);
+    total_lo *= scale;
+    total_hi *= scale;
   }
   for (var j = 0u; j < 4u; j++) {
     if (n0 + j < p.n) {

@@ -136,7 +136,7 @@ class LinearQ4gsw(OpHandler):
     async def make_kernel(self, kernel: str, norm=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
         handler whose output is x), one that reads the norm's input and applies it
-        (X_RMS_NORM: gemv_coop and gemv_coop4)."""
+        (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and gemv)."""
         constants = {
             "HAS_BIAS": self.bias is not None,
             "HAS_RESIDUAL": self.residual is not None,
@@ -313,13 +313,13 @@ class LinearQ4gswConcat(LinearQ4gsw):
 
 class RmsNormLinear(OpHandler):
     """An RMSNorm whose output only a 4-bit linear reads, as one op (runtime/fusion.py
-    puts it in place of the linear). Where the linear runs a GPU GEMV (decode), one
-    dispatch: the GEMV reads the norm's input and applies the norm itself (X_RMS_NORM in
+    puts it in place of the linear). Where the linear runs a GEMV (decode), one dispatch:
+    the GEMV reads the norm's input and applies the norm itself (X_RMS_NORM in
     linear_q4gsw.wgsl). Otherwise the norm's own dispatch writes its output, then the
     linear reads it. `norm` and `linear` are the handlers of the exported ops; args are
     theirs, for liveness and resizing."""
 
-    FUSED_KERNELS = ("gemv_coop", "gemv_coop4")
+    FUSED_KERNELS = ("gemv_coop", "gemv_coop4", "gemv")
 
     def __init__(self, graph, index, name, norm, linear):
         super().__init__(graph, index, name, (*norm.args, *linear.args))
@@ -332,7 +332,7 @@ class RmsNormLinear(OpHandler):
     async def build(self):
         await self.norm.build()
         await self.linear.build()
-        fused = [kernel for kernel in self.FUSED_KERNELS if kernel in KERNELS_BY_SET[self.kernel_set]]
+        fused = [kernel for kernel in self.FUSED_KERNELS if kernel in self.linear.kernels]
         self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
 
     def resize(self):
