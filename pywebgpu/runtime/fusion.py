@@ -27,10 +27,10 @@ place of the last op of its pattern, where all its inputs exist.
 - rms_norm · linear: an RMSNorm whose output only a linear reads as x (a plain one, or
   one of one x above; not one that adds a residual or reads silu(gate) * up): one op
   (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GEMV (decode,
-  on GPUs and CPU adapters), which applies the norm as it reads x. In a Llama block, both norms; and
-  the final norm before the LM head, which f16 exports reach through a clone: a plain
-  linear reading the norm's output through views that keep its rows is given the norm's
-  output itself.
+  on GPUs and CPU adapters), which applies the norm as it reads x. In a Llama block,
+  both norms; and the final norm before the LM head, which f16 exports reach through a
+  clone: a plain linear reading the norm's output through views that keep its rows is
+  given the norm's output itself.
 - RoPE tables at the position: Llama slices its cos and sin tables at rows
   [input_pos, input_pos + S) (slice_copy, then a clone) for apply_rotary_emb. Where the
   slices are read only by apply_rotary_emb ops (through views), those read the whole
