@@ -134,10 +134,11 @@ def test_resubmit_replaced_commands(programs):
     assert programs.call("gpu_programs", "resubmit_replaced") == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
 
 
-def test_top_k_matches_torch(programs):
+@pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
+def test_top_k_matches_torch(programs, kernel_set):
     for n, k, penalty, ids in TOP_K_CASES:
         logits = case_logits(n)
-        got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids))
+        got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids), kernel_set)
         check_top_k(got, expected_top_k(logits, k, penalty, ids))
 
 

@@ -147,14 +147,15 @@ async def resubmit_replaced():
     return array.array("f", bytes(await pending)).tolist()
 
 
-async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=()):
-    """The GPU top-k reducer over a logits row; returns [[value, index], ...]."""
+async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=(), kernel_set="gpu"):
+    """The GPU top-k reducer (its kernels for `kernel_set`: "gpu" or "cpu") over a logits
+    row; returns [[value, index], ...]."""
     from pywebgpu.ops.topk import TopK
 
     d = await device()
     logits = d.create_buffer_with_data(logits_bytes, label="logits")
     n = len(logits_bytes) // 4
-    reducer = TopK(d, logits, n)
+    reducer = TopK(d, logits, n, kernel_set)
     await reducer.build()
     picks = d.submit(reducer.prepare(n, k, penalty, penalized_ids), read=reducer.result_bytes(k))
     return [list(pair) for pair in await reducer.picks(picks, k)]

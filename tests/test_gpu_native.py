@@ -84,11 +84,12 @@ def test_resubmit_replaced_commands():
     assert run(gpu_programs.resubmit_replaced()) == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
 
 
+@pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
 @pytest.mark.parametrize("case", TOP_K_CASES, ids=str)
-def test_top_k_matches_torch(case):
+def test_top_k_matches_torch(case, kernel_set):
     n, k, penalty, ids = case
     logits = case_logits(n)
-    got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids)))
+    got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids), kernel_set))
     check_top_k(got, expected_top_k(logits, k, penalty, ids))
 
 

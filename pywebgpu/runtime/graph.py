@@ -545,7 +545,7 @@ class GraphRuntime:
         """Make the top-k reducer over the first output (once; execute_top_k does it)."""
         if self._top_k is None:
             logits = self.outputs[0]
-            top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes))
+            top_k = TopK(self.device, logits.buffer, numel(logits.max_sizes), registry.kernel_set_for(self.device))
             await top_k.build()
             self._top_k = top_k
 
