@@ -123,11 +123,13 @@ fn apply_penalty(@builtin(global_invocation_id) gid: vec3<u32>) {
 // switches between all of them: chunk_top_k, a workgroup of 256 per 2,048 logits with 8
 // barriers per pick, made the top 40 of 49,152 logits take SwiftShader 89 ms (the top 1:
 // 4.3 ms). Here each invocation picks the top k of its own chunk of p.chunk logits, k
-// scans of it, in the order above taken without branches (`&` and `|` do not
-// short-circuit, and SwiftShader runs a branch under a lane mask anyway); merge_top_k then
-// merges the chunks' candidates as for GPUs. (p.chunk stays small: llvmpipe stops a loop
-// after 65,535 iterations, and here one runs k * p.chunk; a merge by one invocation, 102,400
-// iterations, stopped at the 26th of 40 picks there.)
+// scans of it (chunk_top_k_lanes), in the order above taken without branches (`&` and `|`
+// do not short-circuit, and SwiftShader runs a branch under a lane mask anyway); then
+// each invocation of merge_top_k_lanes merges `level.group` of the lists of k candidates
+// into one, level after level until one is left. (Loops stay short: llvmpipe stops a loop
+// after 65,535 iterations; a merge of 96 lists of 40 by one invocation, 153,600
+// iterations, stopped at the 26th of 40 picks there. topk.py keeps k * p.chunk and
+// k * k * level.group within 32,768.)
 const LANE_THREADS: u32 = 4u;  // topk.py's LANE_THREADS
 
 // Whether (v, i) is a better pick than (bv, bi) that still comes after (pv, pi).
@@ -162,6 +164,45 @@ fn chunk_top_k_lanes(
       bi = select(bi, i, take);
     }
     candidates[chunk * p.k + round] = vec2<u32>(bitcast<u32>(bv), bi);
+    previous_value = bv;
+    previous_index = bi;
+  }
+}
+
+struct Level {
+  lists: u32,  // lists of p.k candidates in `candidates`
+  group: u32,  // lists merged by each invocation
+}
+
+@group(0) @binding(6) var<uniform> level: Level;
+@group(0) @binding(7) var<storage, read_write> merged: array<vec2<u32>>;
+
+// Grid: (x, y) flatten ceil(ceil(level.lists / level.group) / LANE_THREADS) workgroups.
+@compute @workgroup_size(LANE_THREADS)
+fn merge_top_k_lanes(
+  @builtin(local_invocation_index) thread: u32,
+  @builtin(workgroup_id) group: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let list = (group.x + group.y * groups.x) * LANE_THREADS + thread;
+  let first = list * level.group;
+  if (first >= level.lists) {
+    return;
+  }
+  let end = min(first + level.group, level.lists) * p.k;
+  var previous_value = 3.0e38;
+  var previous_index = 0xffffffffu;
+  for (var round = 0u; round < p.k; round++) {
+    var bv = NEG_INF;
+    var bi = 0xffffffffu;
+    for (var c = first * p.k; c < end; c++) {
+      let pair = candidates[c];
+      let v = bitcast<f32>(pair.x);
+      let take = (pair.y != 0xffffffffu) & takes(v, pair.y, previous_value, previous_index, bv, bi);
+      bv = select(bv, v, take);
+      bi = select(bi, pair.y, take);
+    }
+    merged[list * p.k + round] = vec2<u32>(bitcast<u32>(bv), bi);
     previous_value = bv;
     previous_index = bi;
   }

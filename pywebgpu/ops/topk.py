@@ -17,13 +17,25 @@ PENALIZED_MAX = 256
 # Logits per first-pass workgroup: enough workgroups to fill a GPU, few enough candidates
 # (n / CHUNK * k) for the single merging workgroup.
 CHUNK = 2048
-# On CPU adapters the first pass is chunk_top_k_lanes: an invocation per LANE_CHUNK
-# logits (k * LANE_CHUNK iterations of its loop: within the 65,535 llvmpipe allows),
-# LANE_THREADS per workgroup; merge_top_k follows as on GPUs. SwiftShader natively, 49,152
-# logits: the top 1 in 0.65-0.74 ms, the top 40 in 13.7-13.8 (chunk_top_k first: 3.9-4.3
-# and 89).
+# Kernels for CPU adapters (no barriers): chunk_top_k_lanes, an invocation per LANE_CHUNK
+# logits, then merge_top_k_lanes in levels, an invocation per `group` lists of k
+# candidates, LANE_THREADS invocations per workgroup. Each invocation's loop runs at most
+# LANE_LOOP_ITERATIONS times (k * LANE_CHUNK, k * k * group): llvmpipe stops a loop after
+# 65,535. SwiftShader natively, 49,152 logits: the top 1 in 0.51 ms, the top 40 in 7.1
+# (chunk_top_k and merge_top_k, whose barriers cost there: 3.9-4.3 and 89).
 LANE_CHUNK = 512
 LANE_THREADS = 4
+LANE_LOOP_ITERATIONS = 32768
+
+
+def lane_levels(chunks: int, k: int) -> list[tuple[int, int]]:
+    """The merge levels of the kernels for CPU adapters: (lists, group) each, from the
+    chunks' lists down to one."""
+    group = max(2, LANE_LOOP_ITERATIONS // (k * k))
+    levels = [(chunks, group)]
+    while levels[-1][0] > group:
+        levels.append((-(-levels[-1][0] // group), group))
+    return levels
 
 
 class TopK:
@@ -37,6 +49,12 @@ class TopK:
         self.candidates = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.candidates")
         self.result = device.create_buffer(8 * K_MAX, STORAGE_USAGE, "top_k.result")
         self.params = device.create_buffer(32, UNIFORM_USAGE, "top_k.params")
+        if self.lanes:
+            # Merge levels read and write candidates and `merged` in turn, the last `result`.
+            self.merged = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.merged")
+            most_levels = len(lane_levels(groups, K_MAX))
+            self.level_params = [device.create_buffer(16, UNIFORM_USAGE, f"top_k.level{i}") for i in range(most_levels)]
+            self._level_groups = {}  # (level, last) -> bind group
         self.penalized_ids = device.create_buffer(4 * PENALIZED_MAX, STORAGE_USAGE, "top_k.penalized_ids")
         self._last_params = None
         self._recorder = None
@@ -46,13 +64,14 @@ class TopK:
     async def build(self):
         source = load_wgsl("topk")
         constants = {"K_MAX": K_MAX}
-        chunk = "chunk_top_k_lanes" if self.lanes else "chunk_top_k"
+        chunk, merge = ("chunk_top_k_lanes", "merge_top_k_lanes") if self.lanes else ("chunk_top_k", "merge_top_k")
         self.chunk_pass = await self.device.compute_pipeline(source, "top_k.chunk", chunk, constants)
-        self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", "merge_top_k", constants)
+        self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", merge, constants)
         self.penalty_pass = await self.device.compute_pipeline(source, "top_k.penalty", "apply_penalty", constants)
         bind = self.device.bind_group
         self.chunk_group = bind(self.chunk_pass, {0: self.logits, 1: self.candidates, 2: self.params})
-        self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
+        if not self.lanes:
+            self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
         self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.penalized_ids})
 
     def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=()):
@@ -73,15 +92,30 @@ class TopK:
         if ids:
             self.device.write_buffer(self.penalized_ids, array.array("I", ids))
         chunks = -(-n // chunk)
-        grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1))
+        levels = lane_levels(chunks, k) if self.lanes else []
+        grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels)
         if grids != self._recorded_grids:
             self._recorder = self.device.record()
             if ids:
                 self._recorder.dispatch(self.penalty_pass, self.penalty_group, grids[0])
             self._recorder.dispatch(self.chunk_pass, self.chunk_group, *grids[1])
-            self._recorder.dispatch(self.merge_pass, self.merge_group, 1)
+            if self.lanes:
+                self._record_lane_levels(levels)
+            else:
+                self._recorder.dispatch(self.merge_pass, self.merge_group, 1)
             self._recorded_grids = grids
         return self._recorder
+
+    def _record_lane_levels(self, levels):
+        for i, (lists, group) in enumerate(levels):
+            self.device.write_buffer(self.level_params[i], struct.pack("<II8x", lists, group))
+            last = i == len(levels) - 1
+            bind_group = self._level_groups.get((i, last))
+            if bind_group is None:
+                source, target = (self.candidates, self.merged) if i % 2 == 0 else (self.merged, self.candidates)
+                buffers = {1: source, 2: self.params, 6: self.level_params[i], 7: self.result if last else target}
+                bind_group = self._level_groups[i, last] = self.device.bind_group(self.merge_pass, buffers)
+            self._recorder.dispatch(self.merge_pass, bind_group, *linear_grid(-(-lists // group), LANE_THREADS))
 
     def feed_first_pick(self, destination: Buffer):
         """A recorder that copies the last run's top-1 token id (u32) into the first
