@@ -45,7 +45,8 @@ class TopK:
         self.logits = logits
         self.max_n = max_n
         self.lanes = kernel_set == "cpu"
-        groups = -(-max_n // (LANE_CHUNK if self.lanes else CHUNK))
+        self.chunk = LANE_CHUNK if self.lanes else CHUNK  # logits per first-pass chunk
+        groups = -(-max_n // self.chunk)
         self.candidates = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.candidates")
         self.result = device.create_buffer(8 * K_MAX, STORAGE_USAGE, "top_k.result")
         self.params = device.create_buffer(32, UNIFORM_USAGE, "top_k.params")
@@ -84,14 +85,13 @@ class TopK:
         if penalty <= 0:
             raise GPUError(f"top-k: repetition penalty must be positive, got {penalty}")
         ids = sorted(set(penalized_ids))[-PENALIZED_MAX:] if penalty != 1.0 else []
-        chunk = LANE_CHUNK if self.lanes else CHUNK
-        params = struct.pack("<IIIIf12x", n, k, chunk, len(ids), penalty)
+        params = struct.pack("<IIIIf12x", n, k, self.chunk, len(ids), penalty)
         if params != self._last_params:
             self.device.write_buffer(self.params, params)
             self._last_params = params
         if ids:
             self.device.write_buffer(self.penalized_ids, array.array("I", ids))
-        chunks = -(-n // chunk)
+        chunks = -(-n // self.chunk)
         levels = lane_levels(chunks, k) if self.lanes else []
         grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels)
         if grids != self._recorded_grids:
