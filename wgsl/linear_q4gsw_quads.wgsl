@@ -51,8 +51,10 @@ struct XChunk {
 
 // A chunk of a weight row times its x values, the + 8 of 28 nibbles included.
 fn dot_chunk(words: vec4<u32>, xc: XChunk) -> f32 {
-  return dot_q4_places(words.x, xc.lo0, xc.hi0) + dot_q4_places(words.y, xc.lo1, xc.hi1)
-    + dot_q4_places(words.z, xc.lo2, xc.hi2) + dot_q4_places(words.w, xc.lo3, xc.hi3);
+  let sum = add_q4_places(0.0, words.x, xc.lo0, xc.hi0);
+  let sum2 = add_q4_places(sum, words.y, xc.lo1, xc.hi1);
+  let sum3 = add_q4_places(sum2, words.z, xc.lo2, xc.hi2);
+  return add_q4_places(sum3, words.w, xc.lo3, xc.hi3);
 }
 
 // dot_chunk of the chunk at `chunk` of 4 weight rows (starting at rows[i], in chunks).
