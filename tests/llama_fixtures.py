@@ -33,7 +33,7 @@ FUSED_OPS = {
         *_LINEARS,
         "rms_norm + linear_q4gsw x2 (fused)",
         "silu_mul (fused)",
-        "apply_rotary_emb at position (fused)",
+        "rope + sdpa_with_kv_cache (fused)",
     ),
     "gpu": (
         *_LINEARS,

@@ -15,6 +15,15 @@
 // far more than the arithmetic (SwiftShader, SmolLM2's 3 heads per kv head: 2.0x faster
 // than a quad per head at 511 rows).
 //
+// With ROPE_DECODE (a decode step of RoPE and sdpa_with_kv_cache fused, one row: see
+// attention.py's RopeSdpaWithKvCache) q and this call's key arrive before their rotary
+// embedding (interleaved pairs, as sdpa.wgsl's ROPE), and the caches hold the keys
+// before the position only: the quad rotates q as it loads it, attends the cached
+// keys, then the new key (rotated) and value, read from k_new and v_new, and stores them
+// in the caches at the position (each quad of the kv head stores the same values; none
+// reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
+// cache copies and this one.
+//
 // Needs HEAD_DIM a multiple of 4, at most 64 (attention.py picks sdpa.wgsl otherwise).
 // Grid: (x, y) flatten ceil(seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
 // workgroups.
@@ -28,6 +37,7 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
+override ROPE_DECODE: bool = false;
 
 struct Params {
   seq_len: u32,
@@ -42,12 +52,23 @@ struct Position {
   input_pos: u32,
 }
 
+// ROPE_DECODE: the RoPE table row of the query row (the RoPE op's position SymInt).
+struct FirstRow {
+  row: u32,
+}
+
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read> k_cache: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read> v_cache: array<vec4<f32>>;
+// ROPE_DECODE: this call's key and value ([1, 1, kv_heads, HEAD_DIM]); else unbound.
+@group(0) @binding(3) var<storage, read> k_new: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> v_new: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> k_cache: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> v_cache: array<vec4<f32>>;
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> position: Position;
+// ROPE_DECODE: cos, sin pairs [rows, HEAD_DIM / 2] and the query row's row of them.
+@group(0) @binding(9) var<storage, read> rope_table: array<vec2<f32>>;
+@group(0) @binding(10) var<uniform> rope_first: FirstRow;
 
 // One quad per workgroup: these adapters run a workgroup on one core, and a decode step
 // has a quad per kv head only (SwiftShader, SmolLM2 at 1,000 keys: 31 ms per token
@@ -87,12 +108,41 @@ fn value_vec4(base: u32, index: u32) -> vec4<f32> {
   return select(vec4<f32>(), v_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
+// ROPE_DECODE: vec4 `index` of a q or k row (two pairs of dims) rotated by table row
+// rope_first.row; unchanged otherwise.
+fn rotated(x: vec4<f32>, index: u32) -> vec4<f32> {
+  if (!ROPE_DECODE) {
+    return x;
+  }
+  let first = rope_first.row * (HEAD_DIM / 2u) + 2u * min(index, VEC4S - 1u);
+  let a = rope_table[first];
+  let b = rope_table[first + 1u];
+  return vec4<f32>(x.x * a.x - x.y * a.y, x.x * a.y + x.y * a.x, x.z * b.x - x.w * b.y, x.z * b.y + x.w * b.x);
+}
+
 // The lane's dims (from vec4 `first`) of the query row at `base`, scaled.
 fn query(base: u32, first: u32) -> Dims {
   return Dims(
-    q_vec4(base, first) * p.scale, q_vec4(base, first + 1u) * p.scale,
-    q_vec4(base, first + 2u) * p.scale, q_vec4(base, first + 3u) * p.scale,
+    rotated(q_vec4(base, first), first) * p.scale, rotated(q_vec4(base, first + 1u), first + 1u) * p.scale,
+    rotated(q_vec4(base, first + 2u), first + 2u) * p.scale, rotated(q_vec4(base, first + 3u), first + 3u) * p.scale,
   );
+}
+
+// ROPE_DECODE: vec4 `index` of this call's key or value of the kv head at `base`.
+fn new_key_vec4(base: u32, index: u32) -> vec4<f32> {
+  return select(vec4<f32>(), k_new[base + min(index, VEC4S - 1u)], index < VEC4S);
+}
+
+fn new_value_vec4(base: u32, index: u32) -> vec4<f32> {
+  return select(vec4<f32>(), v_new[base + min(index, VEC4S - 1u)], index < VEC4S);
+}
+
+// ROPE_DECODE: stores the lane's vec4 `index` of the new key and value at `cache_base`.
+fn store_new(cache_base: u32, index: u32, key: vec4<f32>, value: vec4<f32>) {
+  if (index < VEC4S) {
+    k_cache[cache_base + index] = key;
+    v_cache[cache_base + index] = value;
+  }
 }
 
 // The quad's score of a key: the four lanes' partial dots added up.
@@ -125,6 +175,24 @@ fn store_head(head: Head, base: u32, first: u32) {
     if (first + i < VEC4S) {
       out[base + first + i] = results[i] / head.weight_sum;
     }
+  }
+}
+
+// The quad's heads (QUAD_HEADS of h0 .. h3, queries q0 .. q3) with one more key: the
+// lane's dims of the key and of its value.
+fn attend_key(
+  h0: ptr<function, Head>, h1: ptr<function, Head>, h2: ptr<function, Head>, h3: ptr<function, Head>,
+  q0: Dims, q1: Dims, q2: Dims, q3: Dims, key: Dims, value: Dims,
+) {
+  *h0 = attend(*h0, score(q0, key), value);
+  if (QUAD_HEADS > 1u) {
+    *h1 = attend(*h1, score(q1, key), value);
+  }
+  if (QUAD_HEADS > 2u) {
+    *h2 = attend(*h2, score(q2, key), value);
+  }
+  if (QUAD_HEADS > 3u) {
+    *h3 = attend(*h3, score(q3, key), value);
   }
 }
 
@@ -168,22 +236,31 @@ fn main(
   var h1 = h0;
   var h2 = h0;
   var h3 = h0;
-  for (var key = 0u; key < keys; key++) {
+  // ROPE_DECODE: the caches hold the keys before the position; the last is this call's.
+  let cached = select(keys, keys - 1u, ROPE_DECODE);
+  for (var key = 0u; key < cached; key++) {
     let base = (key * p.kv_heads + kv_head) * VEC4S;
     let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
     let v = Dims(
       value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
     );
-    h0 = attend(h0, score(q0, k), v);
-    if (QUAD_HEADS > 1u) {
-      h1 = attend(h1, score(q1, k), v);
-    }
-    if (QUAD_HEADS > 2u) {
-      h2 = attend(h2, score(q2, k), v);
-    }
-    if (QUAD_HEADS > 3u) {
-      h3 = attend(h3, score(q3, k), v);
-    }
+    attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
+  }
+  if (ROPE_DECODE) {
+    let base = kv_head * VEC4S;
+    let k = Dims(
+      rotated(new_key_vec4(base, first), first), rotated(new_key_vec4(base, first + 1u), first + 1u),
+      rotated(new_key_vec4(base, first + 2u), first + 2u), rotated(new_key_vec4(base, first + 3u), first + 3u),
+    );
+    let v = Dims(
+      new_value_vec4(base, first), new_value_vec4(base, first + 1u), new_value_vec4(base, first + 2u), new_value_vec4(base, first + 3u),
+    );
+    attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
+    let cache_base = (position.input_pos * p.kv_heads + kv_head) * VEC4S;
+    store_new(cache_base, first, k.a, v.a);
+    store_new(cache_base, first + 1u, k.b, v.b);
+    store_new(cache_base, first + 2u, k.c, v.c);
+    store_new(cache_base, first + 3u, k.d, v.d);
   }
 
   store_head(h0, q_base, first);

@@ -21,10 +21,10 @@ nothing here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
 and up to four heads of one kv head walks all the row's keys with no barriers (which
 cost more than the arithmetic there), after buffer copies have put this call's keys and
-values into the caches.
+values into the caches (in a decode step, the quad itself stores the new ones).
 
-On GPUs, a decode step's attention also applies the rotary embedding to q and the new
-key, which it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
+A decode step's attention also applies the rotary embedding to q and the new key, which
+it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
 
 Where the kernels for GPUs run, an f16 program's caches (ExecuTorch's force_fp16) stay
 float16 if sdpa_with_kv_cache alone writes them and rows are whole vec4s
@@ -143,7 +143,6 @@ class CausalAttention(OpHandler):
     and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
 
     update_cache = False
-    cpu_kernels = True  # may run sdpa_cpu.wgsl on CPU adapters
 
     def setup_attention(self, q, k_cache, v_cache, input_pos, attn_mask, dropout_p, is_causal, scale, out):
         self.q, self.k_cache, self.v_cache, self.out = (self.tensor(i) for i in (q, k_cache, v_cache, out))
@@ -222,7 +221,7 @@ class CausalAttention(OpHandler):
     def runs_cpu_kernel(self) -> bool:
         """Whether this op runs sdpa_cpu.wgsl (CPU adapters, where it can); else sdpa.wgsl.
         Fixed at load, as the kernel set is: only that kernel's pipelines are built."""
-        usable = self.cpu_kernels and self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
+        usable = self.head_dim % 4 == 0 and self.head_dim <= CPU_MAX_HEAD_DIM
         return self.kernel_set == "cpu" and usable and "subgroups" in self.graph.device.features
 
     async def build_attention(self, q, k, v):
@@ -234,16 +233,25 @@ class CausalAttention(OpHandler):
         self.on_cpu = self.runs_cpu_kernel()
         if self.on_cpu:
             self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
-            self.cpu_pipeline = await self.make_pipeline("sdpa_cpu", {**constants, "QUAD_HEADS": self.quad_heads})
-            self.cpu_group = device.bind_group(
-                self.cpu_pipeline,
-                {0: self.out.buffer, 2: q.buffer, 5: self.k_cache.buffer, 6: self.v_cache.buffer, 7: self.params, 8: self.position},
-            )
+            self.cpu_kernel = await self.sdpa_cpu_kernel(q)
             return
         self.partials = _shared_scratch(self.graph)
         self.kernels = await self.sdpa_kernels(q, k, v)
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
+
+    async def sdpa_cpu_kernel(self, q, rope: bool = False):
+        """sdpa_cpu.wgsl's (pipeline, bind group) over `q`; with `rope`, the ROPE_DECODE
+        variant (RopeSdpaWithKvCache's decode step), which also reads this call's k and v."""
+        table, first_row = self.rope_bindings() if rope else (_rope_table(self.graph, None, None), self.position)
+        new_k, new_v = (self.k, self.v) if rope else (q, q)  # stand-ins: read only with ROPE_DECODE
+        constants = {"HEAD_DIM": self.head_dim, "QUAD_HEADS": self.quad_heads, "ROPE_DECODE": int(rope)}
+        pipeline = await self.make_pipeline("sdpa_cpu", constants)
+        buffers = {
+            0: self.out.buffer, 2: q.buffer, 3: new_k.buffer, 4: new_v.buffer, 5: self.k_cache.buffer,
+            6: self.v_cache.buffer, 7: self.params, 8: self.position, 9: table, 10: first_row,
+        }  # fmt: skip
+        return pipeline, self.graph.device.bind_group(pipeline, buffers)
 
     def resize_attention(self):
         """Set the output size, the key split and the parameters, and the positions that
@@ -282,14 +290,21 @@ class CausalAttention(OpHandler):
             return
         if self.on_cpu:
             if self.update_cache:
-                # This call's rows into cache rows [input_pos, input_pos + S): contiguous.
-                row_bytes = self.kv_heads * self.head_dim * 4
-                for new, cache in ((self.k, self.k_cache), (self.v, self.v_cache)):
-                    recorder.copy(new.buffer, cache.buffer, self.rows * row_bytes, dst_offset=self.input_pos * row_bytes)
-            threads = self.rows * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
-            recorder.dispatch(self.cpu_pipeline, self.cpu_group, *linear_grid(threads, CPU_WORKGROUP_SIZE))
+                self.copy_new_rows(recorder, self.k)
+            self.dispatch_sdpa_cpu(recorder, self.cpu_kernel)
             return
         self.dispatch_sdpa(recorder, self.kernels)
+
+    def copy_new_rows(self, recorder, k):
+        """Record copies of this call's keys (`k`) and values into cache rows [input_pos,
+        input_pos + S), where sdpa_cpu.wgsl reads them."""
+        row_bytes = self.kv_heads * self.head_dim * 4
+        for new, cache in ((k, self.k_cache), (self.v, self.v_cache)):
+            recorder.copy(new.buffer, cache.buffer, self.rows * row_bytes, dst_offset=self.input_pos * row_bytes)
+
+    def dispatch_sdpa_cpu(self, recorder, kernel):
+        threads = self.rows * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
+        recorder.dispatch(*kernel, *linear_grid(threads, CPU_WORKGROUP_SIZE))
 
     def dispatch_sdpa(self, recorder, kernels):
         """Record the attention with `kernels` (sdpa_kernels' pairs) at the live sizes."""
@@ -329,15 +344,14 @@ class SdpaWithKvCache(CausalAttention):
 
 class RopeSdpaWithKvCache(SdpaWithKvCache):
     """sdpa_with_kv_cache with the RotaryEmbAtPosition op before it (ops/rope.py), made by
-    fusion (runtime/fusion.py) where the kernels for GPUs run, for head dims that are
-    multiples of 4. A decode step (one row) is one dispatch that rotates q and the new
-    key as it reads them and stores the rotated key: one dispatch fewer per layer and
-    token. Longer calls run the RoPE op's own dispatch, then attention over its outputs:
-    there every new key is read by every row, and rotating each read would cost more than
-    the dispatch. Reads q and k as the RoPE op did, and the RoPE tables (constants) packed
-    into pairs."""
-
-    cpu_kernels = False  # sdpa_cpu.wgsl takes its keys from the caches, rotated before
+    fusion (runtime/fusion.py) for head dims that are multiples of 4. A decode step (one
+    row) is one dispatch that rotates q and the new key as it reads them and stores the
+    rotated key: on GPUs one dispatch fewer per layer and token; on CPU adapters
+    (sdpa_cpu.wgsl's ROPE_DECODE) also no copies of the new key and value into the
+    caches, and nothing to resize or re-record as the position moves. Longer calls run
+    the RoPE op's own dispatch, then attention over its outputs: there every new key is
+    read by every row, and rotating each read would cost more than the dispatch. Reads q
+    and k as the RoPE op did, and the RoPE tables (constants) packed into pairs."""
 
     def __init__(self, graph, index, name, rope, sdpa):
         args = (rope.xq.id, rope.xk.id, *sdpa.args[2:])
@@ -354,7 +368,10 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
     async def build(self):
         await self.rope.build()
         await self.build_attention(self.rope.xq_out, self.rope.xk_out, self.v)
-        self.rotating_kernels = await self.sdpa_kernels(self.q, self.k, self.v, rope=True)
+        if self.on_cpu:
+            self.rotating_kernel = await self.sdpa_cpu_kernel(self.q, rope=True)
+        else:
+            self.rotating_kernels = await self.sdpa_kernels(self.q, self.k, self.v, rope=True)
 
     def resize(self):
         super().resize()
@@ -363,6 +380,10 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
         else:
             self.rope.check_tables(self.rows, self.head_dim // 2)
         ranges = dict(self.gpu_int_ranges)
+        if self.on_cpu and self.rows == 1:
+            # The rotating kernel reads the position on the GPU, and its recording serves
+            # every position of the cache (resize_attention checked this one).
+            ranges[self.args[self.input_pos_arg]] = (0, self.max_context - 1)
         for value_id, (low, high) in self.rope.gpu_int_ranges.items():
             if value_id in ranges:  # one SymInt read as both positions: what both serve
                 low, high = max(low, ranges[value_id][0]), min(high, ranges[value_id][1])
@@ -370,10 +391,19 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
         self.gpu_int_ranges = ranges
 
     def record(self, recorder):
-        if self.rows == 1:
-            self.dispatch_sdpa(recorder, self.rotating_kernels)
-        elif self.rows:
+        if not self.rows:
+            return
+        if self.rows > 1:
             self.rope.record(recorder)
+        if self.on_cpu:
+            if self.rows == 1:
+                self.dispatch_sdpa_cpu(recorder, self.rotating_kernel)
+            else:
+                self.copy_new_rows(recorder, self.rope.xk_out)
+                self.dispatch_sdpa_cpu(recorder, self.cpu_kernel)
+        elif self.rows == 1:
+            self.dispatch_sdpa(recorder, self.rotating_kernels)
+        else:
             self.dispatch_sdpa(recorder, self.kernels)
 
 

@@ -38,12 +38,11 @@ place of the last op of its pattern, where all its inputs exist.
   decode step resizes none of them; the cos slice becomes the host's SymInt end - start
   (which the op checks against its sequence length), the sin slice and the clones go:
   two dispatches and two parameter writes fewer per token.
-- RoPE · attention: where the kernels for GPUs run, a RoPE op at the position whose
-  outputs only an sdpa_with_kv_cache reads as q and k, with constant tables and a head
-  dim that is a multiple of 4, becomes part of that op (`RopeSdpaWithKvCache`,
-  ops/attention.py), which in decode steps rotates q and k as it reads them: one
-  dispatch fewer per layer and token. (The kernels for CPU adapters copy the keys into the cache before attending, so
-  they need them rotated first.)
+- RoPE · attention: a RoPE op at the position whose outputs only an sdpa_with_kv_cache
+  reads as q and k, with constant tables and a head dim that is a multiple of 4,
+  becomes part of that op (`RopeSdpaWithKvCache`, ops/attention.py), which in decode
+  steps rotates q and k as it reads them: one dispatch fewer per layer and token (on
+  CPU adapters also two cache copies fewer).
 """
 
 from __future__ import annotations
@@ -146,7 +145,7 @@ def _fuse_rope_attention(graph):
     only_reader = _only_reader(graph)
     aliases = constant_aliases(graph.ops)
     for rope in list(graph.ops):
-        if type(rope) is not RotaryEmbAtPosition or rope.kernel_set != "gpu":
+        if type(rope) is not RotaryEmbAtPosition:
             continue
         index = only_reader(rope.xq_out.id, rope.index)
         sdpa = graph.ops[index] if index is not None else None

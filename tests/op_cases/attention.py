@@ -132,13 +132,13 @@ def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=N
 
 
 def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
-    """attention_case's runs through RopeKVCacheAttention, each kernel set expecting its
-    fusion of the RoPE op (runtime/fusion.py)."""
-    cpu, gpu = attention_case(case_id, steps, context, q_heads, kv_heads, head_dim)
+    """attention_case's runs through RopeKVCacheAttention, both kernel sets expecting the
+    RoPE op fused into the attention (runtime/fusion.py; decode steps rotate in the
+    attention kernel: sdpa.wgsl's ROPE, sdpa_cpu.wgsl's ROPE_DECODE)."""
     module = RopeKVCacheAttention(context, kv_heads, head_dim)
     return [
-        dataclasses.replace(cpu, module=module, expect_ops=("apply_rotary_emb at position (fused)",)),
-        dataclasses.replace(gpu, module=module, expect_ops=("rope + sdpa_with_kv_cache (fused)",)),
+        dataclasses.replace(case, module=module, expect_ops=("rope + sdpa_with_kv_cache (fused)",))
+        for case in attention_case(case_id, steps, context, q_heads, kv_heads, head_dim)
     ]
 
 
@@ -185,6 +185,9 @@ CASES = [
     # and a chunk; then rows split over workgroups (head dim 64).
     *rope_attention_case("rope-sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
     *rope_attention_case("rope-sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
+    # 8 query heads per kv head: two of sdpa_cpu.wgsl's quads per kv head, each storing
+    # a decode step's new key and value; head dim 20: lanes holding 8, 4 and no dims.
+    *rope_attention_case("rope-sdpa-kv-two-quads-hd20", consecutive(3, 1, 1, 2, 1), 12, q_heads=16, kv_heads=2, head_dim=20),
     OpCase(
         "update-cache-alone",
         CacheUpdate(10, 2, 6),
