@@ -31,7 +31,7 @@ async def main():
     device = await request_device()
     print(device.adapter.description)
     pipeline = await device.compute_pipeline(
-        linear_source("subgroups" in device.features), "gemv_coop", entry_point="gemv_coop", constants={"HAS_BIAS": False, "HAS_RESIDUAL": False}
+        linear_source("subgroups" in device.features), "gemv_coop", entry_point="gemv_coop", constants={"HAS_BIAS": False}
     )
     x = device.create_buffer_with_data(array("f", [1.0] * K), label="x")
 
@@ -39,7 +39,7 @@ async def main():
         weights = device.create_buffer(n * K // 2, label="weights")
         scales = device.create_buffer(n * K // GROUP_SIZE * 4, label="scales")
         out = device.create_buffer(n * 4, label="out")
-        params = struct.pack("<8I", 1, n, K, K // 8, n, GROUP_SIZE, n, n)  # all n outputs to `out`
+        params = struct.pack("<9I12x", 1, n, K, K // 8, n, GROUP_SIZE, n, n, 0)  # all n outputs to `out`, no residual
         params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
         spares = [device.create_buffer(4, label="spare output") for _ in range(2)]
         return device.bind_group(pipeline, [out, x, weights, scales, scales, params, scales, *spares]), -(-n // COOP_ROWS)

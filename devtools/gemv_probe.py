@@ -26,16 +26,15 @@ LAYERS = 16
 STEPS = 10
 GROUP_SIZE = 32
 NORM = {"X_RMS_NORM": True, "RMS_EPS": 1e-5}
-RESIDUAL = {"HAS_RESIDUAL": True}
-SILU_RESIDUAL = {"X_SILU_MUL": True, "HAS_RESIDUAL": True}
-SHAPES = {  # (N, K, constants)
-    "1B q/k/v": (3072, 2048, NORM),
-    "1B o": (2048, 2048, RESIDUAL),
-    "1B gate/up": (16384, 2048, NORM),
-    "1B down": (2048, 8192, SILU_RESIDUAL),
-    "SmolLM2 q/k/v": (960, 576, NORM),
-    "SmolLM2 gate/up": (3072, 576, NORM),
-    "SmolLM2 down": (576, 1536, SILU_RESIDUAL),
+SILU = {"X_SILU_MUL": True}
+SHAPES = {  # (N, K, constants, adds a residual)
+    "1B q/k/v": (3072, 2048, NORM, False),
+    "1B o": (2048, 2048, {}, True),
+    "1B gate/up": (16384, 2048, NORM, False),
+    "1B down": (2048, 8192, SILU, True),
+    "SmolLM2 q/k/v": (960, 576, NORM, False),
+    "SmolLM2 gate/up": (3072, 576, NORM, False),
+    "SmolLM2 down": (576, 1536, SILU, True),
 }
 KERNELS = {"gemv_coop": COOP_ROWS, "gemv_coop4": COOP4_OUTPUTS_PER_WORKGROUP}  # outputs per workgroup
 
@@ -45,13 +44,13 @@ async def main():
     print(device.adapter.description)
     source = linear_source("subgroups" in device.features)
 
-    for name, (n, k, constants) in SHAPES.items():
+    for name, (n, k, constants, residual) in SHAPES.items():
         x_values = 2 * k if constants.get("X_SILU_MUL") else k
         x = device.create_buffer_with_data(array("f", [0.01] * x_values), label="x")
         side = device.create_buffer_with_data(array("f", [1.0] * max(n, k)), label="norm weight or residual")
         out = device.create_buffer(n * 4, label="out")
         spares = [device.create_buffer(4, label="spare") for _ in range(2)]
-        params = struct.pack("<8I", 1, n, k, k // 8, n, GROUP_SIZE, n, n)
+        params = struct.pack("<9I12x", 1, n, k, k // 8, n, GROUP_SIZE, n, n, residual)  # linear_q4gsw.wgsl's Params
         params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
         layers = [(device.create_buffer(n * k // 2), device.create_buffer(n * k // GROUP_SIZE * 4)) for _ in range(LAYERS)]
         weight_bytes = n * k // 2 + n * k // GROUP_SIZE * 4

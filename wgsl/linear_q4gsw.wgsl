@@ -12,7 +12,9 @@
 // (64x64 tiles).
 //
 // Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
-// - HAS_RESIDUAL: out = x W^T (+ bias) + residual, `side` [M, N] like out.
+// - p.residual (a parameter, not an override: the kernels for CPU adapters take a second
+//   or more to compile on SwiftShader, and one pipeline then serves the linears with and
+//   without a residual): out = x W^T (+ bias) + residual, `side` [M, N] like out.
 // - X_SILU_MUL: x rows hold 2K values, a gate then an up projection; the linear reads
 //   silu(gate) * up in their place (the Llama MLP's down projection).
 // - several outputs: linears that read one x, their weights concatenated by rows; output
@@ -23,7 +25,6 @@
 //   x, and the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum
 //   of squares gathered as x is read (decode's RMSNorm costs no dispatch).
 override HAS_BIAS: bool = false;
-override HAS_RESIDUAL: bool = false;
 override X_SILU_MUL: bool = false;
 override X_RMS_NORM: bool = false;
 override RMS_EPS: f32 = 0.0;
@@ -37,6 +38,7 @@ struct Params {
   group_size: u32,
   split0: u32,            // outputs written to `out`
   split1: u32,            // outputs written to `out` and `out1`
+  residual: u32,          // 1: add `side` (a residual [M, N]) to the output
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -45,7 +47,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
 @group(0) @binding(5) var<uniform> p: Params;
-// The residual (HAS_RESIDUAL) or the norm weight (X_RMS_NORM), never both: one binding
+// The residual (p.residual) or the norm weight (X_RMS_NORM), never both: one binding
 // keeps the kernels within WebGPU's default of 8 storage buffers per stage.
 @group(0) @binding(6) var<storage, read> side: array<f32>;  // any buffer when neither
 // Written only with several outputs; else a spare buffer each (never one bound elsewhere
@@ -111,7 +113,7 @@ fn store(m: u32, n: u32, value: f32) {
   if (HAS_BIAS) {
     result += bias[n];
   }
-  if (HAS_RESIDUAL) {
+  if (p.residual != 0u) {
     result += side[m * p.n + n];
   }
   if (n < p.split0) {

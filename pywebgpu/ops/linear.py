@@ -27,6 +27,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
+PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (9 u32), in whole 16-byte rows
 GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 # gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words, where group
@@ -126,7 +127,7 @@ class LinearQ4gsw(OpHandler):
         return self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None
 
     async def build(self):
-        self.params = self.params_buffer(32)
+        self.params = self.params_buffer(PARAMS_BYTES)
         self.packed = self.packed_buffers()
         kernels = KERNELS_BY_SET[self.kernel_set]
         if "subgroups" not in self.graph.device.features or self.group_size % STEP_VALUES:
@@ -139,7 +140,6 @@ class LinearQ4gsw(OpHandler):
         (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and gemv)."""
         constants = {
             "HAS_BIAS": self.bias is not None,
-            "HAS_RESIDUAL": self.residual is not None,
             "X_SILU_MUL": self.x_silu_mul,
             "X_RMS_NORM": norm is not None,
             "RMS_EPS": norm.eps if norm is not None else 0.0,
@@ -175,7 +175,10 @@ class LinearQ4gsw(OpHandler):
         splits = self.set_output_sizes()
         self.write_params(
             self.params,
-            pack_u32(self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits),
+            pack_u32(
+                self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
+                int(self.residual is not None),
+            ),
         )
         self.kernel = self.choose_kernel(self.kernel_set)
         if self.kernel == "gemv":
