@@ -13,11 +13,10 @@ zeros: the kernel's speed does not depend on their values.
 from __future__ import annotations
 
 import asyncio
-import struct
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, request_device
-from pywebgpu.ops.linear import linear_source
+from pywebgpu.ops.linear import linear_source, pack_params
 
 from .probe_timing import best_submit_seconds
 
@@ -39,7 +38,7 @@ async def main():
         weights = device.create_buffer(n * K // 2, label="weights")
         scales = device.create_buffer(n * K // GROUP_SIZE * 4, label="scales")
         out = device.create_buffer(n * 4, label="out")
-        params = struct.pack("<9I12x", 1, n, K, K // 8, n, GROUP_SIZE, n, n, 0)  # all n outputs to `out`, no residual
+        params = pack_params(1, n, K, K // 8, n, GROUP_SIZE, n, n, residual=False)  # all n outputs to `out`
         params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
         spares = [device.create_buffer(4, label="spare output") for _ in range(2)]
         return device.bind_group(pipeline, [out, x, weights, scales, scales, params, scales, *spares]), -(-n // COOP_ROWS)

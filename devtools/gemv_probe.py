@@ -14,11 +14,10 @@ bytes over that time. Weights are zeros: the kernels' speed does not depend on t
 from __future__ import annotations
 
 import asyncio
-import struct
 from array import array
 
 from pywebgpu.gpu import UNIFORM_USAGE, linear_grid, request_device
-from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS, linear_source
+from pywebgpu.ops.linear import COOP4_OUTPUTS_PER_WORKGROUP, COOP_ROWS, linear_source, pack_params
 
 from .probe_timing import best_submit_seconds
 
@@ -50,7 +49,7 @@ async def main():
         side = device.create_buffer_with_data(array("f", [1.0] * max(n, k)), label="norm weight or residual")
         out = device.create_buffer(n * 4, label="out")
         spares = [device.create_buffer(4, label="spare") for _ in range(2)]
-        params = struct.pack("<9I12x", 1, n, k, k // 8, n, GROUP_SIZE, n, n, residual)  # linear_q4gsw.wgsl's Params
+        params = pack_params(1, n, k, k // 8, n, GROUP_SIZE, n, n, residual)
         params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
         layers = [(device.create_buffer(n * k // 2), device.create_buffer(n * k // GROUP_SIZE * 4)) for _ in range(LAYERS)]
         weight_bytes = n * k // 2 + n * k // GROUP_SIZE * 4

@@ -228,7 +228,6 @@ class CausalAttention(OpHandler):
         device = self.graph.device
         self.position = self.graph.int_on_gpu(self.args[self.input_pos_arg])
         self.params = self.params_buffer(32)
-        constants = {"HEAD_DIM": self.head_dim}
         self.cache_f16 = self.k_cache.dtype == "float16"  # kept so by the runtime (float16_constants)
         self.on_cpu = self.runs_cpu_kernel()
         if self.on_cpu:
@@ -237,7 +236,7 @@ class CausalAttention(OpHandler):
             return
         self.partials = _shared_scratch(self.graph)
         self.kernels = await self.sdpa_kernels(q, k, v)
-        self.combine_pipeline = await self.make_pipeline("sdpa_combine", constants)
+        self.combine_pipeline = await self.make_pipeline("sdpa_combine", {"HEAD_DIM": self.head_dim})
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
 
     async def sdpa_cpu_kernel(self, q, rope: bool = False):

@@ -70,6 +70,13 @@ INT8_MIN, INT8_MAX = -128, 127
 F32_SMALLEST_NORMAL = 2.0**-126
 
 
+def pack_params(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool) -> bytes:
+    """linear_q4gsw.wgsl's Params, padded to PARAMS_BYTES (the ops here, and the probes in
+    devtools/ that dispatch the kernels themselves)."""
+    values = pack_u32(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual))
+    return values.ljust(PARAMS_BYTES, b"\0")
+
+
 def linear_source(subgroups: bool) -> str:
     """The WGSL module of the linears' kernels for an adapter with or without subgroups."""
     if subgroups:
@@ -175,9 +182,9 @@ class LinearQ4gsw(OpHandler):
         splits = self.set_output_sizes()
         self.write_params(
             self.params,
-            pack_u32(
+            pack_params(
                 self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
-                int(self.residual is not None),
+                self.residual is not None,
             ),
         )
         self.kernel = self.choose_kernel(self.kernel_set)
