@@ -100,11 +100,19 @@ fn q_vec4(base: u32, index: u32) -> vec4<f32> {
   return select(vec4<f32>(), q[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
+// The loop over keys reads these. With HEAD_DIM 64 every lane's dims are in the row and
+// the guard is left out: SwiftShader, SmolLM2's decode at 1,024 keys, 1.1x faster.
 fn key_vec4(base: u32, index: u32) -> vec4<f32> {
+  if (VEC4S == 4u * LANES) {
+    return k_cache[base + index];
+  }
   return select(vec4<f32>(), k_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
 fn value_vec4(base: u32, index: u32) -> vec4<f32> {
+  if (VEC4S == 4u * LANES) {
+    return v_cache[base + index];
+  }
   return select(vec4<f32>(), v_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
@@ -153,11 +161,10 @@ fn score(query: Dims, key: Dims) -> f32 {
   return s;
 }
 
-// A head's softmax with one more key: its score and (this lane's dims of) its value.
-fn attend(head: Head, s: f32, value: Dims) -> Head {
-  let new_max = max(head.running_max, s);
-  let rescale = exp(head.running_max - new_max);
-  let weight = exp(s - new_max);
+// A head with one more key: its new running max, the rescale of what the head has summed
+// (exp(old max - new max)), the key's weight (exp(score - new max)) and (this lane's
+// dims of) its value.
+fn attend(head: Head, new_max: f32, rescale: f32, weight: f32, value: Dims) -> Head {
   return Head(
     new_max,
     head.weight_sum * rescale + weight,
@@ -179,20 +186,61 @@ fn store_head(head: Head, base: u32, first: u32) {
 }
 
 // The quad's heads (QUAD_HEADS of h0 .. h3, queries q0 .. q3) with one more key: the
-// lane's dims of the key and of its value.
+// lane's dims of the key and of its value. All the heads' scores, then their maxes and
+// exps, then their sums: SwiftShader's JIT emits code in the order written, each head's
+// steps wait on each other, and the CPU overlaps only work near in the instruction
+// stream, so the heads' steps written side by side overlap (SmolLM2's 3 heads per quad,
+// decode at 1,024 keys: 1.05-1.1x faster than a head at a time).
 fn attend_key(
   h0: ptr<function, Head>, h1: ptr<function, Head>, h2: ptr<function, Head>, h3: ptr<function, Head>,
   q0: Dims, q1: Dims, q2: Dims, q3: Dims, key: Dims, value: Dims,
 ) {
-  *h0 = attend(*h0, score(q0, key), value);
+  let s0 = score(q0, key);
+  var s1 = 0.0;
+  var s2 = 0.0;
+  var s3 = 0.0;
   if (QUAD_HEADS > 1u) {
-    *h1 = attend(*h1, score(q1, key), value);
+    s1 = score(q1, key);
   }
   if (QUAD_HEADS > 2u) {
-    *h2 = attend(*h2, score(q2, key), value);
+    s2 = score(q2, key);
   }
   if (QUAD_HEADS > 3u) {
-    *h3 = attend(*h3, score(q3, key), value);
+    s3 = score(q3, key);
+  }
+  let m0 = max((*h0).running_max, s0);
+  let m1 = max((*h1).running_max, s1);
+  let m2 = max((*h2).running_max, s2);
+  let m3 = max((*h3).running_max, s3);
+  let r0 = exp((*h0).running_max - m0);
+  let w0 = exp(s0 - m0);
+  var r1 = 0.0;
+  var w1 = 0.0;
+  var r2 = 0.0;
+  var w2 = 0.0;
+  var r3 = 0.0;
+  var w3 = 0.0;
+  if (QUAD_HEADS > 1u) {
+    r1 = exp((*h1).running_max - m1);
+    w1 = exp(s1 - m1);
+  }
+  if (QUAD_HEADS > 2u) {
+    r2 = exp((*h2).running_max - m2);
+    w2 = exp(s2 - m2);
+  }
+  if (QUAD_HEADS > 3u) {
+    r3 = exp((*h3).running_max - m3);
+    w3 = exp(s3 - m3);
+  }
+  *h0 = attend(*h0, m0, r0, w0, value);
+  if (QUAD_HEADS > 1u) {
+    *h1 = attend(*h1, m1, r1, w1, value);
+  }
+  if (QUAD_HEADS > 2u) {
+    *h2 = attend(*h2, m2, r2, w2, value);
+  }
+  if (QUAD_HEADS > 3u) {
+    *h3 = attend(*h3, m3, r3, w3, value);
   }
 }
 
