@@ -40,6 +40,13 @@ COOP4_OUTPUTS_PER_WORKGROUP = 16  # gemv_coop4: 4 teams of threads, 4 outputs ea
 # From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads;
 # H200: N = 49,152 and 128,256 1.3-1.4x faster, 8,192 about even, 2,048 and 512 slower).
 COOP4_MIN_N = 16384
+# The GEMV for CPU adapters (`gemv`) folds in an RMSNorm only up to this many outputs:
+# each of its threads applies the norm to the whole row of x for its GEMV_OUTPUTS
+# outputs, a cost that grows with N, where the norm's own dispatch costs a fixed one
+# (SwiftShader, SmolLM2's decode: folded, q/k/v (N 960) 0.03 ms slower, about a
+# dispatch; gate/up (3,072) 0.1 ms; the LM head (49,152) 1.8 ms; a decode step 1.05x
+# faster with the last two unfolded).
+GEMV_NORM_MAX_N = 1024
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
@@ -323,10 +330,10 @@ class LinearQ4gswConcat(LinearQ4gsw):
 
 class RmsNormLinear(OpHandler):
     """An RMSNorm whose output only a 4-bit linear reads, as one op (runtime/fusion.py
-    puts it in place of the linear). Where the linear runs a GEMV (decode), one dispatch:
-    the GEMV reads the norm's input and applies the norm itself (X_RMS_NORM in
-    linear_q4gsw.wgsl). Otherwise the norm's own dispatch writes its output, then the
-    linear reads it. `norm` and `linear` are the handlers of the exported ops; args are
+    puts it in place of the linear). Where the linear runs a GEMV (decode; on CPU
+    adapters up to GEMV_NORM_MAX_N outputs), one dispatch: the GEMV reads the norm's
+    input and applies the norm itself (X_RMS_NORM in linear_q4gsw.wgsl). Otherwise the
+    norm's own dispatch writes its output, then the linear reads it. `norm` and `linear` are the handlers of the exported ops; args are
     theirs, for liveness and resizing."""
 
     FUSED_KERNELS = ("gemv_coop", "gemv_coop4", "gemv")
@@ -343,6 +350,8 @@ class RmsNormLinear(OpHandler):
         await self.norm.build()
         await self.linear.build()
         fused = [kernel for kernel in self.FUSED_KERNELS if kernel in self.linear.kernels]
+        if self.linear.n > GEMV_NORM_MAX_N and "gemv" in fused:
+            fused.remove("gemv")
         self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
 
     def resize(self):
