@@ -24,8 +24,15 @@
 // reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
 // cache copies and this one.
 //
+// Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
+// has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on
+// 2 cores: one core walks two heads' keys while the other waits). With splits, quad
+// (task, split) walks an even share of the row's keys (ceil(keys / splits)) and writes
+// its heads' running max, sum and weighted values to `partials`; the last split attends
+// and stores this call's key (ROPE_DECODE). Then `combine` merges them.
+//
 // Needs HEAD_DIM a multiple of 4, at most 64 (attention.py picks sdpa.wgsl otherwise).
-// Grid: (x, y) flatten ceil(seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
+// Grid: (x, y) flatten ceil(splits * seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
 // workgroups.
 enable subgroups;
 // Quad operations sit in the loop over this row's keys, whose trip count differs between
@@ -43,8 +50,8 @@ struct Params {
   seq_len: u32,
   q_heads: u32,
   kv_heads: u32,
-  chunk: u32,   // unused: sdpa.wgsl's key split
-  splits: u32,  // unused
+  chunk: u32,   // unused: sdpa.wgsl's keys per split (here even shares)
+  splits: u32,  // key splits per row
   scale: f32,
 }
 
@@ -58,6 +65,8 @@ struct FirstRow {
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;
+// With splits: per (row, head, split) max, sum, HEAD_DIM weighted sums; else unbound.
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(2) var<storage, read> q: array<vec4<f32>>;
 // ROPE_DECODE: this call's key and value ([1, 1, kv_heads, HEAD_DIM]); else unbound.
 @group(0) @binding(3) var<storage, read> k_new: array<vec4<f32>>;
@@ -175,6 +184,24 @@ fn attend(head: Head, new_max: f32, rescale: f32, weight: f32, value: Dims) -> H
   );
 }
 
+// With splits: a head's running max, sum and this lane's dims of its weighted values, at
+// `slot` of partials.
+fn store_partial(head: Head, slot: u32, first: u32) {
+  let base = slot * (HEAD_DIM + 2u);
+  if (first == 0u) {
+    partials[base] = head.running_max;
+    partials[base + 1u] = head.weight_sum;
+  }
+  let results = array<vec4<f32>, 4>(head.acc.a, head.acc.b, head.acc.c, head.acc.d);
+  for (var i = 0u; i < 4u; i++) {
+    if (first + i < VEC4S) {
+      for (var j = 0u; j < 4u; j++) {
+        partials[base + 2u + 4u * (first + i) + j] = results[i][j];
+      }
+    }
+  }
+}
+
 // A head's output: this lane's dims of its row at `base`.
 fn store_head(head: Head, base: u32, first: u32) {
   let results = array<vec4<f32>, 4>(head.acc.a, head.acc.b, head.acc.c, head.acc.d);
@@ -253,10 +280,12 @@ fn main(
   let thread = (wg.x + wg.y * groups.x) * WORKGROUP_SIZE + lid;
   let quads_per_row = p.q_heads / QUAD_HEADS;
   // A whole quad is past the last task or none of it: no lane leaves a quad early.
-  let task = thread / LANES;  // row * quads_per_row + quad of the row
-  if (task >= p.seq_len * quads_per_row) {
+  let tasks = p.seq_len * quads_per_row;
+  if (thread / LANES >= tasks * p.splits) {
     return;
   }
+  let split = thread / LANES / tasks;
+  let task = thread / LANES % tasks;  // row * quads_per_row + quad of the row
   let lane = thread % LANES;
   let row = task / quads_per_row;
   let first_head = (task % quads_per_row) * QUAD_HEADS;
@@ -284,9 +313,13 @@ fn main(
   var h1 = h0;
   var h2 = h0;
   var h3 = h0;
-  // ROPE_DECODE: the caches hold the keys before the position; the last is this call's.
-  let cached = select(keys, keys - 1u, ROPE_DECODE);
-  for (var key = 0u; key < cached; key++) {
+  // This split's keys [first_key, end_key), of which the caches hold those before
+  // `cached` (ROPE_DECODE: all but the last, this call's).
+  let chunk = (keys + p.splits - 1u) / p.splits;
+  let first_key = split * chunk;
+  let end_key = min(keys, first_key + chunk);
+  let cached = select(end_key, min(end_key, keys - 1u), ROPE_DECODE);
+  for (var key = first_key; key < cached; key++) {
     let base = (key * p.kv_heads + kv_head) * VEC4S;
     let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
     let v = Dims(
@@ -294,7 +327,7 @@ fn main(
     );
     attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
   }
-  if (ROPE_DECODE) {
+  if (ROPE_DECODE && end_key == keys) {
     let base = kv_head * VEC4S;
     let k = Dims(
       rotated(new_key_vec4(base, first), first), rotated(new_key_vec4(base, first + 1u), first + 1u),
@@ -311,6 +344,20 @@ fn main(
     store_new(cache_base, first + 3u, k.d, v.d);
   }
 
+  if (p.splits > 1u) {
+    let slot = (row * p.q_heads + first_head) * p.splits + split;
+    store_partial(h0, slot, first);
+    if (QUAD_HEADS > 1u) {
+      store_partial(h1, slot + p.splits, first);
+    }
+    if (QUAD_HEADS > 2u) {
+      store_partial(h2, slot + 2u * p.splits, first);
+    }
+    if (QUAD_HEADS > 3u) {
+      store_partial(h3, slot + 3u * p.splits, first);
+    }
+    return;
+  }
   store_head(h0, q_base, first);
   if (QUAD_HEADS > 1u) {
     store_head(h1, q_base + VEC4S, first);
@@ -321,4 +368,32 @@ fn main(
   if (QUAD_HEADS > 3u) {
     store_head(h3, q_base + 3u * VEC4S, first);
   }
+}
+
+// With splits, the second dispatch: a thread per vec4 of the output (row, head, dims)
+// merges the head's splits, out = sum_i a_i exp(m_i - m) / sum_i l_i exp(m_i - m) with
+// m = max m_i (sdpa_combine.wgsl's merge, which reduces in workgroup memory with
+// barriers: 0.43 ms a dispatch on SwiftShader).
+@compute @workgroup_size(64)
+fn combine(@builtin(global_invocation_id) id: vec3<u32>) {
+  let index = id.x;  // (row * q_heads + head) * VEC4S + vec4 of the dims
+  if (index >= p.seq_len * p.q_heads * VEC4S) {
+    return;
+  }
+  let first_slot = index / VEC4S * p.splits;
+  let dims = 2u + 4u * (index % VEC4S);  // the vec4's first dim in a slot
+  var max_score = LOWEST;
+  for (var i = 0u; i < p.splits; i++) {
+    max_score = max(max_score, partials[(first_slot + i) * (HEAD_DIM + 2u)]);
+  }
+  var weight_sum = 0.0;
+  var total = vec4<f32>();
+  for (var i = 0u; i < p.splits; i++) {
+    let slot = (first_slot + i) * (HEAD_DIM + 2u);
+    let factor = exp(partials[slot] - max_score);
+    weight_sum += partials[slot + 1u] * factor;
+    let a = slot + dims;
+    total += vec4<f32>(partials[a], partials[a + 1u], partials[a + 2u], partials[a + 3u]) * factor;
+  }
+  out[index] = total / weight_sum;
 }

@@ -188,6 +188,12 @@ CASES = [
     # 8 query heads per kv head: two of sdpa_cpu.wgsl's quads per kv head, each storing
     # a decode step's new key and value; head dim 20: lanes holding 8, 4 and no dims.
     *rope_attention_case("rope-sdpa-kv-two-quads-hd20", consecutive(3, 1, 1, 2, 1), 12, q_heads=16, kv_heads=2, head_dim=20),
+    # SmolLM2's heads, decode steps across ops/attention.py's CPU_SPLIT_MIN_KEYS (512:
+    # sdpa_cpu.wgsl then splits a row's keys over two quads per kv head and merges them),
+    # then back below it.
+    *rope_attention_case(
+        "rope-sdpa-kv-cpu-decode-split", [*consecutive(510, 1, 1, 1), (100, 1)], 516, q_heads=9, kv_heads=3, head_dim=64
+    ),
     OpCase(
         "update-cache-alone",
         CacheUpdate(10, 2, 6),
