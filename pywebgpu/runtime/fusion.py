@@ -26,8 +26,8 @@ place of the last op of its pattern, where all its inputs exist.
   first of them (their readers may come before the last): two dispatches fewer.
 - rms_norm · linear: an RMSNorm whose output only a linear reads as x (a plain one, or
   one of one x above; not one that adds a residual or reads silu(gate) * up): one op
-  (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GEMV (decode,
-  on GPUs and CPU adapters), which applies the norm as it reads x. In a Llama block,
+  (`RmsNormLinear`, ops/linear.py), one dispatch where the linear runs a GEMV (decode;
+  on CPU adapters up to GEMV_NORM_MAX_N outputs), which applies the norm as it reads x. In a Llama block,
   both norms; and the final norm before the LM head, which f16 exports reach through a
   clone: a plain linear reading the norm's output through views that keep its rows is
   given the norm's output itself.
