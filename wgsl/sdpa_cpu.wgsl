@@ -374,9 +374,17 @@ fn main(
 // merges the head's splits, out = sum_i a_i exp(m_i - m) / sum_i l_i exp(m_i - m) with
 // m = max m_i (sdpa_combine.wgsl's merge, which reduces in workgroup memory with
 // barriers: 0.43 ms a dispatch on SwiftShader).
-@compute @workgroup_size(64)
-fn combine(@builtin(global_invocation_id) id: vec3<u32>) {
-  let index = id.x;  // (row * q_heads + head) * VEC4S + vec4 of the dims
+// Grid: (x, y) flatten ceil(seq_len * q_heads * VEC4S / COMBINE_WORKGROUP_SIZE) workgroups.
+const COMBINE_WORKGROUP_SIZE: u32 = 64u;  // attention.py's CPU_COMBINE_WORKGROUP_SIZE
+
+@compute @workgroup_size(COMBINE_WORKGROUP_SIZE)
+fn combine(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wg: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  // (row * q_heads + head) * VEC4S + the vec4 of the head's dims
+  let index = (wg.x + wg.y * groups.x) * COMBINE_WORKGROUP_SIZE + lid;
   if (index >= p.seq_len * p.q_heads * VEC4S) {
     return;
   }
