@@ -333,8 +333,8 @@ class RmsNormLinear(OpHandler):
     puts it in place of the linear). Where the linear runs a GEMV (decode; on CPU
     adapters up to GEMV_NORM_MAX_N outputs), one dispatch: the GEMV reads the norm's
     input and applies the norm itself (X_RMS_NORM in linear_q4gsw.wgsl). Otherwise the
-    norm's own dispatch writes its output, then the linear reads it. `norm` and `linear` are the handlers of the exported ops; args are
-    theirs, for liveness and resizing."""
+    norm's own dispatch writes its output, then the linear reads it. `norm` and `linear`
+    are the handlers of the exported ops; args are theirs, for liveness and resizing."""
 
     FUSED_KERNELS = ("gemv_coop", "gemv_coop4", "gemv")
 
