@@ -55,6 +55,13 @@ def test_invalid_wgsl_raises_naming_the_kernel(programs):
     programs.problems.take()
 
 
+def test_concurrent_requests_share_one_pipeline(programs):
+    # Asked for at once, one kernel with one constant is built once, another constant
+    # apart; each pipeline runs with its own value.
+    result = programs.call("gpu_programs", "concurrent_pipelines")
+    assert result == {"same_kernel_pipelines": 1, "other_is_distinct": True, "written": [1.5, 1.5, 1.5, 2.5]}
+
+
 def test_out_of_range_write_is_refused(programs):
     assert "overflows buffer 'small'" in programs.call("gpu_programs", "write_out_of_range")
 

@@ -2,6 +2,7 @@
 over): the same code checks both backends. Stdlib + pywebgpu only."""
 
 import array
+import asyncio
 import hashlib
 
 from pywebgpu.gpu import GPUError, ShaderError, linear_grid, request_device
@@ -106,6 +107,32 @@ async def invalid_kernel():
     except ShaderError as error:
         return {"type": type(error).__name__, "message": str(error)}
     return {"type": None, "message": ""}
+
+
+async def concurrent_pipelines():
+    """Four requests for pipelines made at once (as a graph's ops build side by side):
+    three for one kernel and constant, one for another constant. Returns how many distinct
+    pipelines came back for the three and the other one, and what each wrote."""
+    d = await device()
+    wgsl = """
+    override VALUE: f32 = 0.0;
+    @group(0) @binding(0) var<storage, read_write> out: array<f32>;
+    @compute @workgroup_size(1)
+    fn main() { out[0] = VALUE; }"""
+    requests = [d.compute_pipeline(wgsl, "fill_value", constants={"VALUE": value}) for value in (1.5, 1.5, 1.5, 2.5)]
+    pipelines = await asyncio.gather(*requests)
+    written = []
+    for pipeline in pipelines:
+        buffer = d.create_buffer(4, label="value")
+        recorder = d.record()
+        recorder.dispatch(pipeline, d.bind_group(pipeline, [buffer]), 1, 1, 1)
+        d.submit(recorder)
+        written.append(array.array("f", bytes(await d.read_buffer(buffer)))[0])
+    return {
+        "same_kernel_pipelines": len({id(p) for p in pipelines[:3]}),
+        "other_is_distinct": pipelines[3] is not pipelines[0],
+        "written": written,
+    }
 
 
 async def write_out_of_range():

@@ -7,6 +7,7 @@ implements the handful of `_raw_*` primitives over its own WebGPU API.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import struct
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Device:
         self.adapter = adapter
         self.features: frozenset[str] = adapter.features
         self.limits: dict[str, int] = adapter.limits
-        self._pipelines: dict[tuple, Pipeline] = {}
+        self._pipelines: dict[tuple, asyncio.Future] = {}
         self._lost_reason: str | None = None
         self._pending_errors: list[str] = []
         # Bytes of the buffers made through create_buffer and not destroyed: what this
@@ -245,11 +246,16 @@ class Device:
         self._check_alive()
         constants = dict(sorted((constants or {}).items()))
         key = (hashlib.sha256(wgsl.encode()).digest(), entry_point, tuple(constants.items()))
-        pipeline = self._pipelines.get(key)
-        if pipeline is None:
-            handle, layout = await self._raw_compute_pipeline(wgsl, label, entry_point, constants)
-            pipeline = self._pipelines[key] = Pipeline(handle, layout, label)
-        return pipeline
+        # The cache holds the task making a pipeline: ops building concurrently (a
+        # graph's build) that ask for one being made wait for it rather than make it again.
+        making = self._pipelines.get(key)
+        if making is None:
+            making = self._pipelines[key] = asyncio.ensure_future(self._new_pipeline(wgsl, label, entry_point, constants))
+        return await making
+
+    async def _new_pipeline(self, wgsl, label, entry_point, constants) -> Pipeline:
+        handle, layout = await self._raw_compute_pipeline(wgsl, label, entry_point, constants)
+        return Pipeline(handle, layout, label)
 
     def bind_group(self, pipeline: Pipeline, buffers, label: str = "") -> BindGroup:
         """Bind `buffers` to group 0: a list binds 0..n-1 in order, a dict {binding: entry}

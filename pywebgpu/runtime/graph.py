@@ -17,6 +17,7 @@ recording serves (`OpHandler.gpu_int_ranges`) and are resized only when it leave
 from __future__ import annotations
 
 import array
+import asyncio
 import bisect
 import heapq
 import struct
@@ -164,8 +165,12 @@ class GraphRuntime:
                 self.values[tensor_id].buffer = buffer
         for out_id, in_id in aliases.items():
             self.values[out_id].buffer = self.values[in_id].buffer
-        for op in self.ops:
-            await op.build()
+        # All ops at once: where pipelines compile asynchronously (the browser), they
+        # compile side by side while the host goes on with the next ops.
+        outcomes = await asyncio.gather(*(op.build() for op in self.ops), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         if self._widening is not None:
             self._finish_widening()
         self._mark_all_stale()
