@@ -19,8 +19,8 @@ DECODE_STEPS = 10
 # What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
 # the attention norm and q, k and v as one linear; the MLP norm and gate and up as one;
 # where the kernels for GPUs run, the down projection reads that as silu(gate) * up,
-# adding the residual (on CPU adapters silu · mul keeps its own op, and the down
-# projection adds the residual like the attention output projection); the final norm
+# adding the residual (on CPU adapters the gate|up linear writes silu(gate) * up, and the
+# down projection adds the residual like the attention output projection); the final norm
 # and the LM head; RoPE reading its tables at the position, inside attention where the
 # kernels for GPUs run.
 _LINEARS = (
@@ -31,8 +31,7 @@ _LINEARS = (
 FUSED_OPS = {
     "cpu": (
         *_LINEARS,
-        "rms_norm + linear_q4gsw x2 (fused)",
-        "silu_mul (fused)",
+        "rms_norm + linear_q4gsw gate|up + silu_mul (fused)",
         "rope + sdpa_with_kv_cache (fused)",
     ),
     "gpu": (

@@ -20,6 +20,15 @@
 // - several outputs: linears that read one x, their weights concatenated by rows; output
 //   n < split0 goes to `out` (rows of split0), n < split1 to `out1` (rows of
 //   split1 - split0), the rest to `out2`. One output: split0 = split1 = N.
+// - p.silu_mul_out (the kernels for CPU adapters): the weight rows are a gate
+//   projection's then an up projection's (N / 2 each) and the linear writes
+//   silu(gate) * up, N / 2 values a row, to `out` (split0 = split1 = N / 2): a thread
+//   computes the gate's and the up's rows of its outputs (the Llama MLP's gate and up
+//   projections and its silu · mul in one dispatch). gemv_rows reads the parameter, like
+//   p.residual (one pipeline for all linears: it compiles for over a second on
+//   SwiftShader; the branches cost it ~1.5 %); gemv, whose pipelines compile in a tenth
+//   of that, also takes it as the override OUT_SILU_MUL (as a parameter, the untaken
+//   epilogue slowed its LM head 1.1x on SwiftShader).
 // - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
 //   kernel applies the norm itself: x * side (the norm weight, [K]) is read in place of
 //   x, and the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum
@@ -27,6 +36,7 @@
 override HAS_BIAS: bool = false;
 override X_SILU_MUL: bool = false;
 override X_RMS_NORM: bool = false;
+override OUT_SILU_MUL: bool = false;  // gemv: p.silu_mul_out
 override RMS_EPS: f32 = 0.0;
 
 struct Params {
@@ -39,6 +49,7 @@ struct Params {
   split0: u32,            // outputs written to `out`
   split1: u32,            // outputs written to `out` and `out1`
   residual: u32,          // 1: add `side` (a residual [M, N]) to the output
+  silu_mul_out: u32,      // 1: write silu(gate) * up of the two halves of the outputs
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -123,6 +134,34 @@ fn store(m: u32, n: u32, value: f32) {
   } else {
     out2[m * (p.n - p.split1) + n - p.split1] = result;
   }
+}
+
+// p.silu_mul_out: silu(gate) * up for outputs o0 .. o0 + 3 from the gate's and the up's
+// sums, the bias added to each first (as the gate and up projections add theirs), in
+// the unfused ops' order.
+fn silu_mul4(o0: u32, gate: vec4<f32>, up: vec4<f32>) -> vec4<f32> {
+  var g = gate;
+  var u = up;
+  if (HAS_BIAS) {
+    let b = p.split0 + o0;
+    g += vec4<f32>(bias[o0], bias[o0 + 1u], bias[o0 + 2u], bias[o0 + 3u]);
+    u += vec4<f32>(bias[b], bias[b + 1u], bias[b + 2u], bias[b + 3u]);
+  }
+  return (g * sigmoid(g)) * u;
+}
+
+// p.silu_mul_out: stores outputs o0 .. o0 + 3 of row m, those below N / 2.
+fn store_silu_mul4(m: u32, o0: u32, values: vec4<f32>) {
+  for (var j = 0u; j < 4u; j++) {
+    if (o0 + j < p.split0) {
+      out[m * p.split0 + o0 + j] = values[j];
+    }
+  }
+}
+
+// How many values a row of the output holds: N, or N / 2 with p.silu_mul_out.
+fn stored_outputs() -> u32 {
+  return select(p.n, p.split0, p.silu_mul_out != 0u);
 }
 
 // For the kernels that compute 4 consecutive outputs n0 .. n0 + 3 per thread or team:
@@ -353,10 +392,13 @@ fn add_group(total: Outputs16, group: RowSums, scales: Outputs16) -> Outputs16 {
   );
 }
 
-// `t` plus the thread's sums `s` of words of group g, scaled.
-fn add_rows_group(t: RowsTotals, s: RowsSums, n0: u32, g: u32) -> RowsTotals {
-  let scale = g * p.scale_stride + n0;
-  let scales = Outputs16(scales4(scale), scales4(scale + 4u), scales4(scale + 8u), scales4(scale + 12u));
+// `t` plus the thread's sums `s` of words of group g, scaled (firsts: the weight rows of
+// the thread's 4 blocks, see gemv_rows).
+fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> RowsTotals {
+  let scale = g * p.scale_stride;
+  let scales = Outputs16(
+    scales4(scale + firsts.x), scales4(scale + firsts.y), scales4(scale + firsts.z), scales4(scale + firsts.w),
+  );
   return RowsTotals(
     add_group(t.lo0, s.lo0, scales), add_group(t.lo1, s.lo1, scales),
     add_group(t.lo2, s.lo2, scales), add_group(t.lo3, s.lo3, scales),
@@ -378,23 +420,43 @@ fn store_row16(m: u32, n0: u32, totals: Outputs16) {
   }
 }
 
-// Stores a thread's totals: rows m0 .. m0 + 7 in its lane's slot order.
+// p.silu_mul_out: stores outputs o0 .. o0 + 7 of row m, those below M and N / 2: silu
+// of the gate's sums (a, b) times the up's (c, d).
+fn store_row_silu_mul8(m: u32, o0: u32, totals: Outputs16) {
+  if (m >= p.m) {
+    return;
+  }
+  store_silu_mul4(m, o0, silu_mul4(o0, totals.a, totals.c));
+  store_silu_mul4(m, o0 + 4u, silu_mul4(o0 + 4u, totals.b, totals.d));
+}
+
+// Row m of a thread's totals: its 16 outputs from n0, or 8 of silu(gate) * up.
+fn store_thread_row(m: u32, n0: u32, totals: Outputs16) {
+  if (p.silu_mul_out != 0u) {
+    store_row_silu_mul8(m, n0, totals);
+  } else {
+    store_row16(m, n0, totals);
+  }
+}
+
+// Stores a thread's totals (its outputs from n0): rows m0 .. m0 + 7 in its lane's slot
+// order.
 fn store_rows(m0: u32, lane: u32, n0: u32, t: RowsTotals) {
-  store_row16(m0 + lane, n0, t.lo0);
-  store_row16(m0 + (lane ^ 1u), n0, t.lo1);
-  store_row16(m0 + (lane ^ 2u), n0, t.lo2);
-  store_row16(m0 + (lane ^ 3u), n0, t.lo3);
-  store_row16(m0 + 4u + lane, n0, t.hi0);
-  store_row16(m0 + 4u + (lane ^ 1u), n0, t.hi1);
-  store_row16(m0 + 4u + (lane ^ 2u), n0, t.hi2);
-  store_row16(m0 + 4u + (lane ^ 3u), n0, t.hi3);
+  store_thread_row(m0 + lane, n0, t.lo0);
+  store_thread_row(m0 + (lane ^ 1u), n0, t.lo1);
+  store_thread_row(m0 + (lane ^ 2u), n0, t.lo2);
+  store_thread_row(m0 + (lane ^ 3u), n0, t.lo3);
+  store_thread_row(m0 + 4u + lane, n0, t.hi0);
+  store_thread_row(m0 + 4u + (lane ^ 1u), n0, t.hi1);
+  store_thread_row(m0 + 4u + (lane ^ 2u), n0, t.hi2);
+  store_thread_row(m0 + 4u + (lane ^ 3u), n0, t.hi3);
 }
 
 // Whether every output of a quad (whose thread at `lane` starts at output n0, each lane
-// `outputs` after the last) is past N: such a quad leaves whole; in the others every
-// thread stays, as the kernel may run quad operations.
+// `outputs` after the last) is past the stored ones: such a quad leaves whole; in the
+// others every thread stays, as the kernel may run quad operations.
 fn quad_past_n(n0: u32, lane: u32, outputs: u32) -> bool {
-  return n0 - lane * outputs >= p.n;
+  return n0 - lane * outputs >= stored_outputs();
 }
 
 // Where the x rows of slots 0 .. 3 of a lane start, for the 4 rows from `first` (rows
@@ -413,16 +475,24 @@ fn gemv_rows(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * ROWS_OUTPUTS;
+  // A thread's outputs: ROWS_OUTPUTS from n0, or half as many with p.silu_mul_out,
+  // each needing a gate's and an up's row.
+  let silu_mul = p.silu_mul_out != 0u;
+  let outputs = select(ROWS_OUTPUTS, ROWS_OUTPUTS / 2u, silu_mul);
+  let n0 = ((wg.x + wg.y * groups.x) * ROWS_THREADS + lid) * outputs;
   let lane = lid % 4u;  // in the quad
   // Threads past N in a quad that stays (x_slots may be quad operations) read the last
   // weight row.
-  if (quad_past_n(n0, lane, ROWS_OUTPUTS)) {
+  if (quad_past_n(n0, lane, outputs)) {
     return;
   }
+  // The weight rows of the thread's 4 blocks of 4 (Outputs16's a .. d): n0 .. n0 + 15,
+  // or the gate's rows of its 8 outputs, then the up's.
+  let up = select(n0 + 8u, p.split0 + n0, silu_mul);
+  let firsts = vec4<u32>(n0, n0 + 4u, up, up + 4u);
   let m0 = wg.z * GEMV_ROWS;
   let t = RowsThread(
-    weight_rows4(n0), weight_rows4(n0 + 4u), weight_rows4(n0 + 8u), weight_rows4(n0 + 12u),
+    weight_rows4(firsts.x), weight_rows4(firsts.y), weight_rows4(firsts.z), weight_rows4(firsts.w),
     slot_rows(m0, lane), slot_rows(m0 + 4u, lane),
   );
   let words_per_group = p.group_size / 8u;
@@ -434,7 +504,7 @@ fn gemv_rows(
       sums = add_rows_word(sums, t, w + 2u);
       sums = add_rows_word(sums, t, w + 3u);
     }
-    totals = add_rows_group(totals, sums, n0, w / words_per_group);
+    totals = add_rows_group(totals, sums, firsts, w / words_per_group);
   }
   store_rows(m0, lane, n0, totals);
 }

@@ -33,6 +33,8 @@ fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
 // and the quad adds them up: the four lanes load every word of the row once. (SwiftShader,
 // SmolLM2's q/k/v and gate/up: as fast as without the norm, which was a dispatch of its
 // own.)
+// p.silu_mul_out: a thread computes 4 outputs of silu(gate) * up, total_lo the gate's rows
+// of them, total_hi the up's.
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
 const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
 const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
@@ -78,15 +80,18 @@ fn gemv(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * GEMV_OUTPUTS;
+  let silu_mul = OUT_SILU_MUL;  // p.silu_mul_out, fixed in the pipeline
+  let outputs = select(GEMV_OUTPUTS, GEMV_OUTPUTS / 2u, silu_mul);
+  let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * outputs;
   let lane = lid % 4u;  // in the quad
-  if (quad_past_n(n0, lane, GEMV_OUTPUTS)) {
+  if (quad_past_n(n0, lane, outputs)) {
     return;
   }
   let m = wg.z;
   let x_row = x_row_start(m);
+  let hi = select(n0 + 4u, p.split0 + n0, silu_mul);  // the weight row of total_hi.x
   let rows_lo = chunk_rows4(n0);
-  let rows_hi = chunk_rows4(n0 + 4u);
+  let rows_hi = chunk_rows4(hi);
   let chunks_per_group = p.group_size / 32u;
   var total_lo = vec4<f32>();
   var total_hi = vec4<f32>();
@@ -109,9 +114,9 @@ fn gemv(
       quadBroadcast(x.lo, 2u), quadBroadcast(x.hi, 2u), quadBroadcast(x.lo, 3u), quadBroadcast(x.hi, 3u),
       offset_sum,
     );
-    let scale = (chunk / chunks_per_group) * p.scale_stride + n0;
-    total_lo += (dot_chunks4(rows_lo, chunk, xc) - 8.0 * offset_sum) * scales4(scale);
-    total_hi += (dot_chunks4(rows_hi, chunk, xc) - 8.0 * offset_sum) * scales4(scale + 4u);
+    let scale = (chunk / chunks_per_group) * p.scale_stride;
+    total_lo += (dot_chunks4(rows_lo, chunk, xc) - 8.0 * offset_sum) * scales4(scale + n0);
+    total_hi += (dot_chunks4(rows_hi, chunk, xc) - 8.0 * offset_sum) * scales4(scale + hi);
   }
   if (X_RMS_NORM) {
     // The quad's lanes loaded every word of the row once.
@@ -120,6 +125,10 @@ fn gemv(
     let scale = inverse_rms(squares);
     total_lo *= scale;
     total_hi *= scale;
+  }
+  if (silu_mul) {
+    store_silu_mul4(m, n0, silu_mul4(n0, total_lo, total_hi));
+    return;
   }
   for (var j = 0u; j < 4u; j++) {
     if (n0 + j < p.n) {

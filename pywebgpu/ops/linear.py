@@ -27,7 +27,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (9 u32), in whole 16-byte rows
+PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (10 u32), in whole 16-byte rows
 GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 # gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words, where group
@@ -77,10 +77,12 @@ INT8_MIN, INT8_MAX = -128, 127
 F32_SMALLEST_NORMAL = 2.0**-126
 
 
-def pack_params(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool) -> bytes:
+def pack_params(
+    m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool, silu_mul_out: bool = False
+) -> bytes:
     """linear_q4gsw.wgsl's Params, padded to PARAMS_BYTES (the ops here, and the probes in
     devtools/ that dispatch the kernels themselves)."""
-    values = pack_u32(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual))
+    values = pack_u32(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual), int(silu_mul_out))
     return values.ljust(PARAMS_BYTES, b"\0")
 
 
@@ -98,6 +100,9 @@ class LinearQ4gsw(OpHandler):
     # With X_SILU_MUL (runtime/fusion.py) x rows hold a gate and an up projection, 2K
     # values, and the linear reads silu(gate) * up.
     x_silu_mul = False
+    # With silu_mul_out (LinearQ4gswConcat of a gate and an up projection, for the kernels
+    # for CPU adapters) the linear writes silu(gate) * up, N / 2 values a row.
+    silu_mul_out = False
 
     def parse_weights(self, weights: int, scales: int, group_size: int, bias: int):
         self.x, self.out = self.tensor(0), self.tensor(len(self.args) - 1)
@@ -159,6 +164,8 @@ class LinearQ4gsw(OpHandler):
             "RMS_EPS": norm.eps if norm is not None else 0.0,
             "STEP_WORDS": 1 if self.group_size % STEP_VALUES else 4,
         }
+        if kernel == "gemv":  # the others read the parameter (see linear_q4gsw.wgsl)
+            constants["OUT_SILU_MUL"] = self.silu_mul_out
         weights, scales, bias = self.packed
         # Slots of absent operands: any read-only buffer of this dispatch for the bias and
         # the side operand (residual or norm weight: never both), the graph's spare
@@ -191,7 +198,7 @@ class LinearQ4gsw(OpHandler):
             self.params,
             pack_params(
                 self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
-                self.residual is not None,
+                self.residual is not None, self.silu_mul_out,
             ),
         )
         self.kernel = self.choose_kernel(self.kernel_set)
@@ -264,13 +271,16 @@ class LinearQ4gswConcat(LinearQ4gsw):
     Not an op of the exported graph: the runtime puts it in place of the first of them
     (runtime/fusion.py). Args: x, then one output per linear (at most 3), or one output
     holding all of them side by side ([..., N1 + N2 + ...]). `linears`: the handlers of
-    the exported linear_q4gsw ops, in output order."""
+    the exported linear_q4gsw ops, in output order. With `silu_mul_out` (a gate and an up
+    projection of equal widths, the kernels for CPU adapters) the one output holds
+    silu(gate) * up ([..., N1])."""
 
     MAX_OUTPUTS = 3  # out, out1, out2 in linear_q4gsw.wgsl
 
-    def __init__(self, graph, index, name, args, linears):
+    def __init__(self, graph, index, name, args, linears, silu_mul_out=False):
         super().__init__(graph, index, name, args)
         self.linears = linears
+        self.silu_mul_out = silu_mul_out
         self.x, self.outputs = self.tensor(0), [self.tensor(i) for i in range(1, len(args))]
         self.out = self.outputs[0]
         first = linears[0]
@@ -283,8 +293,13 @@ class LinearQ4gswConcat(LinearQ4gsw):
         self.n = sum(self.widths)
         self.scale_stride = -(-self.n // 4) * 4
         self.bias = first.bias  # only whether there is one: the buffer is concatenated
-        if len(self.outputs) == 1 and self.out.max_sizes[-1] != self.n:
-            self.fail(f"output {self.out.label} {list(self.out.max_sizes)} does not hold {self.n} features")
+        if silu_mul_out and (len(linears) != 2 or self.widths[0] != self.widths[1] or len(self.outputs) != 1):
+            self.fail("silu(gate) * up needs a gate and an up projection of one width and one output")
+        if silu_mul_out and self.kernel_set != "cpu":
+            self.fail("only the kernels for CPU adapters write silu(gate) * up")
+        width = self.n // 2 if silu_mul_out else self.n
+        if len(self.outputs) == 1 and self.out.max_sizes[-1] != width:
+            self.fail(f"output {self.out.label} {list(self.out.max_sizes)} does not hold {width} features")
 
     @staticmethod
     def can_concatenate(linears) -> bool:
@@ -321,8 +336,9 @@ class LinearQ4gswConcat(LinearQ4gsw):
     def set_output_sizes(self) -> tuple[int, int]:
         lead = self.x.sizes[:-1]
         if len(self.outputs) == 1:
-            self.set_sizes(self.out, (*lead, self.n))
-            return self.n, self.n
+            width = self.n // 2 if self.silu_mul_out else self.n
+            self.set_sizes(self.out, (*lead, width))
+            return width, width
         for tensor, width in zip(self.outputs, self.widths):
             self.set_sizes(tensor, (*lead, width))
         return self.widths[0], sum(self.widths[:2])
