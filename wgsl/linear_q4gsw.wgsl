@@ -26,7 +26,7 @@
 //   computes the gate's and the up's rows of its outputs (the Llama MLP's gate and up
 //   projections and its silu · mul in one dispatch). gemv_rows reads the parameter, like
 //   p.residual (one pipeline for all linears: it compiles for over a second on
-//   SwiftShader; the branches cost it ~1.5 %); gemv, whose pipelines compile in a tenth
+//   SwiftShader; the branches cost it 1.5-2.5 %); gemv, whose pipelines compile in a tenth
 //   of that, also takes it as the override OUT_SILU_MUL (as a parameter, the untaken
 //   epilogue slowed its LM head 1.1x on SwiftShader).
 // - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
