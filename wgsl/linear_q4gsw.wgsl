@@ -9,7 +9,7 @@
 // Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
 // each walk their own weight rows (`gemv` for one row of x, `gemv_rows` for more); on GPUs
 // `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and `gemm` for prefill
-// (64x64 tiles).
+// (64x64 tiles, K split over workgroups where the tiles are few, summed by `gemm_reduce`).
 //
 // Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
 // - p.residual (a parameter, not an override: the kernels for CPU adapters take a second
@@ -50,6 +50,7 @@ struct Params {
   split1: u32,            // outputs written to `out` and `out1`
   residual: u32,          // 1: add `side` (a residual [M, N]) to the output
   silu_mul_out: u32,      // 1: write silu(gate) * up of the two halves of the outputs
+  k_splits: u32,          // gemm: workgroups along K per tile (1: gemm stores the outputs)
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -713,16 +714,69 @@ fn gemv_coop4(
   }
 }
 
-// --- gemm: one workgroup computes a TILE x TILE block of out ------------------------------
-// 16x16 threads, each owning a 4x4 block. Per step of TILE_K input features, x and the
-// dequantized weights (scale * q, the same f32 products PyTorch dequantizes to) are staged
-// in workgroup memory, k-major so that each thread reads its 4 rows / 4 columns as a vec4.
-const TILE: u32 = 64u;  // must match linear.py
-const TILE_K: u32 = 32u;
-const TILE_VEC: u32 = TILE / 4u;
+// --- gemm, gemm_wide: one workgroup computes a tile of out ---------------------------------
+// 16x16 threads. Per step of input features, x and the dequantized weights (scale * q, the
+// same f32 products PyTorch dequantizes to) are staged in workgroup memory, k-major so
+// that each thread reads its rows / columns as vec4s. `gemm`: 64x64 tiles, a thread
+// owning a 4x4 block, steps of TILE_K. `gemm_wide` (linear.py picks it for grids of many
+// tiles: a prefill's widest linears): 128x128 tiles, a thread owning 8x8 outputs (rows
+// 4 (ty + 16 i) .., columns 4 (tx + 16 j) .., i, j in 0..1), steps of WIDE_TILE_K; each
+// staged value serves twice the products (H200, the 1B's gate/up at 512 rows: 1.5x
+// faster; it fills a GPU only with 4x the outputs).
+// Split K (gemm only, p.k_splits > 1): a workgroup's time goes mostly to waiting on each
+// step's loads, so a grid of few tiles (a prefill of a few hundred rows) leaves a large
+// GPU idle. linear.py then gives each tile p.k_splits workgroups (grid z), each summing
+// an even share of the steps; they write their sums to out[(z * M + m) * N + n], out
+// being the graph's scratch buffer, and gemm_reduce adds them up and stores the outputs.
+// Grid: (ceil(N / tile), ceil(M / tile), p.k_splits).
+const TILE: u32 = 64u;  // linear.py's GEMM_TILE
+const TILE_K: u32 = 32u;  // linear.py's GEMM_TILE_K
+const WIDE_TILE: u32 = 128u;  // linear.py's GEMM_WIDE_TILE
+const WIDE_TILE_K: u32 = 16u;
 
-var<workgroup> x_tile: array<vec4<f32>, TILE_K * TILE_VEC>;  // [k][m / 4]
-var<workgroup> w_tile: array<vec4<f32>, TILE_K * TILE_VEC>;  // [k][n / 4]
+// Both kernels' stages, [k][m / 4] and [k][n / 4]: TILE_K x TILE or WIDE_TILE_K x WIDE_TILE.
+var<workgroup> x_tile: array<vec4<f32>, TILE_K * TILE / 4u>;
+var<workgroup> w_tile: array<vec4<f32>, TILE_K * TILE / 4u>;
+
+// Stages x at rows m0 .. m0 + tile - 1, values k0 .. k0 + tile_k - 1 (zeros past M or
+// K), by the workgroup's 256 threads.
+fn stage_x_tile(lid: u32, m0: u32, k0: u32, tile: u32, tile_k: u32) {
+  for (var e = lid; e < tile * tile_k / 4u; e += 256u) {
+    let row = e / (tile_k / 4u);
+    let kq = e % (tile_k / 4u);
+    let kv = k0 / 4u + kq;
+    var v = vec4<f32>(0.0);
+    if (m0 + row < p.m && kv < p.k / 4u) {
+      v = x_vec(x_row_start(m0 + row), kv);
+    }
+    for (var c = 0u; c < 4u; c++) {
+      x_tile[(4u * kq + c) * (tile / 4u) + row / 4u][row % 4u] = v[c];
+    }
+  }
+}
+
+// Stages the dequantized weights of outputs n0 .. n0 + tile - 1, values k0 ..
+// k0 + tile_k - 1 (zeros past N or K), a word at a time.
+fn stage_w_tile(lid: u32, n0: u32, k0: u32, tile: u32, tile_k: u32) {
+  for (var e = lid; e < tile * tile_k / 8u; e += 256u) {
+    let col = e / (tile_k / 8u);
+    let wq = e % (tile_k / 8u);
+    let w = k0 / 8u + wq;
+    let n = n0 + col;
+    var even = vec4<f32>(0.0);
+    var odd = vec4<f32>(0.0);
+    if (n < p.n && w * 8u < p.k) {
+      let word = weights[n * p.weight_row_words + w];
+      let scale = scales[(w * 8u) / p.group_size * p.scale_stride + n];
+      even = scale * q4_even(word);
+      odd = scale * q4_odd(word);
+    }
+    for (var c = 0u; c < 4u; c++) {
+      w_tile[(8u * wq + 2u * c) * (tile / 4u) + col / 4u][col % 4u] = even[c];
+      w_tile[(8u * wq + 2u * c + 1u) * (tile / 4u) + col / 4u][col % 4u] = odd[c];
+    }
+  }
+}
 
 @compute @workgroup_size(256)
 fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
@@ -730,49 +784,22 @@ fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
   let n0 = wg.x * TILE;
   let tx = lid % 16u;  // column block: n0 + 4 tx ..
   let ty = lid / 16u;  // row block: m0 + 4 ty ..
-  let k_vecs = p.k / 4u;
+  // This workgroup's share of K: whole steps (the last split's end may pass K, as a lone
+  // workgroup's last step may; the stages hold zeros there).
+  let split_steps = (p.k + TILE_K * p.k_splits - 1u) / (TILE_K * p.k_splits);
+  let k_begin = wg.z * split_steps * TILE_K;
+  let k_end = min(p.k, k_begin + split_steps * TILE_K);
   var acc0 = vec4<f32>(0.0);  // row m0 + 4 ty, columns n0 + 4 tx ..
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
-  for (var k0 = 0u; k0 < p.k; k0 += TILE_K) {
-    // x: TILE rows x TILE_K/4 vec4s, two per thread; zeros past M or K.
-    for (var i = 0u; i < 2u; i++) {
-      let e = lid + i * 256u;
-      let row = e / (TILE_K / 4u);
-      let kq = e % (TILE_K / 4u);
-      let kv = k0 / 4u + kq;
-      var v = vec4<f32>(0.0);
-      if (m0 + row < p.m && kv < k_vecs) {
-        v = x_vec(x_row_start(m0 + row), kv);
-      }
-      for (var c = 0u; c < 4u; c++) {
-        x_tile[(4u * kq + c) * TILE_VEC + row / 4u][row % 4u] = v[c];
-      }
-    }
-    // weights: TILE columns x TILE_K/8 words, one word per thread.
-    {
-      let col = lid / (TILE_K / 8u);
-      let wq = lid % (TILE_K / 8u);
-      let w = k0 / 8u + wq;
-      let n = n0 + col;
-      var even = vec4<f32>(0.0);
-      var odd = vec4<f32>(0.0);
-      if (n < p.n && w * 8u < p.k) {
-        let word = weights[n * p.weight_row_words + w];
-        let scale = scales[(w * 8u) / p.group_size * p.scale_stride + n];
-        even = scale * q4_even(word);
-        odd = scale * q4_odd(word);
-      }
-      for (var c = 0u; c < 4u; c++) {
-        w_tile[(8u * wq + 2u * c) * TILE_VEC + col / 4u][col % 4u] = even[c];
-        w_tile[(8u * wq + 2u * c + 1u) * TILE_VEC + col / 4u][col % 4u] = odd[c];
-      }
-    }
+  for (var k0 = k_begin; k0 < k_end; k0 += TILE_K) {
+    stage_x_tile(lid, m0, k0, TILE, TILE_K);
+    stage_w_tile(lid, n0, k0, TILE, TILE_K);
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk++) {
-      let a = x_tile[kk * TILE_VEC + ty];
-      let b = w_tile[kk * TILE_VEC + tx];
+      let a = x_tile[kk * (TILE / 4u) + ty];
+      let b = w_tile[kk * (TILE / 4u) + tx];
       acc0 += a.x * b;
       acc1 += a.y * b;
       acc2 += a.z * b;
@@ -780,20 +807,100 @@ fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: ve
     }
     workgroupBarrier();
   }
-  store_row(m0 + 4u * ty, n0 + 4u * tx, acc0);
-  store_row(m0 + 4u * ty + 1u, n0 + 4u * tx, acc1);
-  store_row(m0 + 4u * ty + 2u, n0 + 4u * tx, acc2);
-  store_row(m0 + 4u * ty + 3u, n0 + 4u * tx, acc3);
+  store_row(wg.z, m0 + 4u * ty, n0 + 4u * tx, acc0);
+  store_row(wg.z, m0 + 4u * ty + 1u, n0 + 4u * tx, acc1);
+  store_row(wg.z, m0 + 4u * ty + 2u, n0 + 4u * tx, acc2);
+  store_row(wg.z, m0 + 4u * ty + 3u, n0 + 4u * tx, acc3);
 }
 
-fn store_row(m: u32, first_n: u32, values: vec4<f32>) {
+// 8 rows of gemm_wide's outputs at 4 columns: a's rows times b (a0 and a1: the rows of
+// the thread's two row blocks).
+struct Rows8 {
+  r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32>,
+  r4: vec4<f32>, r5: vec4<f32>, r6: vec4<f32>, r7: vec4<f32>,
+}
+
+fn add_products8(acc: Rows8, a0: vec4<f32>, a1: vec4<f32>, b: vec4<f32>) -> Rows8 {
+  return Rows8(
+    acc.r0 + a0.x * b, acc.r1 + a0.y * b, acc.r2 + a0.z * b, acc.r3 + a0.w * b,
+    acc.r4 + a1.x * b, acc.r5 + a1.y * b, acc.r6 + a1.z * b, acc.r7 + a1.w * b,
+  );
+}
+
+// Stores the 8 rows of a thread's outputs at columns first_n .. first_n + 3.
+fn store_rows8(m0: u32, ty: u32, first_n: u32, acc: Rows8) {
+  let m1 = m0 + 4u * (ty + 16u);
+  store_row(0u, m0 + 4u * ty, first_n, acc.r0);
+  store_row(0u, m0 + 4u * ty + 1u, first_n, acc.r1);
+  store_row(0u, m0 + 4u * ty + 2u, first_n, acc.r2);
+  store_row(0u, m0 + 4u * ty + 3u, first_n, acc.r3);
+  store_row(0u, m1, first_n, acc.r4);
+  store_row(0u, m1 + 1u, first_n, acc.r5);
+  store_row(0u, m1 + 2u, first_n, acc.r6);
+  store_row(0u, m1 + 3u, first_n, acc.r7);
+}
+
+@compute @workgroup_size(256)
+fn gemm_wide(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+  let m0 = wg.y * WIDE_TILE;
+  let n0 = wg.x * WIDE_TILE;
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  var left = Rows8();  // columns n0 + 4 tx ..
+  var right = Rows8();  // columns n0 + 4 (tx + 16) ..
+  for (var k0 = 0u; k0 < p.k; k0 += WIDE_TILE_K) {
+    stage_x_tile(lid, m0, k0, WIDE_TILE, WIDE_TILE_K);
+    stage_w_tile(lid, n0, k0, WIDE_TILE, WIDE_TILE_K);
+    workgroupBarrier();
+    for (var kk = 0u; kk < WIDE_TILE_K; kk++) {
+      let row = kk * (WIDE_TILE / 4u);
+      let a0 = x_tile[row + ty];
+      let a1 = x_tile[row + ty + 16u];
+      left = add_products8(left, a0, a1, w_tile[row + tx]);
+      right = add_products8(right, a0, a1, w_tile[row + tx + 16u]);
+    }
+    workgroupBarrier();
+  }
+  store_rows8(m0, ty, n0 + 4u * tx, left);
+  store_rows8(m0, ty, n0 + 4u * (tx + 16u), right);
+}
+
+// Outputs first_n .. first_n + 3 of row m: stored, or with split K split z's sums.
+fn store_row(z: u32, m: u32, first_n: u32, values: vec4<f32>) {
   if (m >= p.m) {
     return;
   }
   for (var j = 0u; j < 4u; j++) {
     let n = first_n + j;
     if (n < p.n) {
-      store(m, n, values[j]);
+      if (p.k_splits > 1u) {
+        out[(z * p.m + m) * p.n + n] = values[j];
+      } else {
+        store(m, n, values[j]);
+      }
     }
   }
+}
+
+// --- gemm_reduce: the outputs of a split-K gemm, a thread each ---------------------------
+// Reads the splits' sums from the scratch buffer gemm wrote, bound in x's slot (a
+// binding of its own would be a ninth storage buffer, above WebGPU's default limit of 8
+// per stage); the sums of output (m, n) are at (z * M + m) * N + n. Adds them in split
+// order and stores the output as gemm does without splits.
+// Grid: (x, y) flatten ceil(M * N / REDUCE_THREADS) workgroups.
+const REDUCE_THREADS: u32 = 256u;  // linear.py's REDUCE_THREADS
+
+@compute @workgroup_size(REDUCE_THREADS)
+fn gemm_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * REDUCE_THREADS;
+  let outputs = p.m * p.n;
+  if (i >= outputs) {
+    return;
+  }
+  var total = 0.0;
+  for (var z = 0u; z < p.k_splits; z++) {
+    let j = z * outputs + i;
+    total += x[j / 4u][j % 4u];
+  }
+  store(i / p.n, i % p.n, total);
 }

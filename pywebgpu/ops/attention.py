@@ -109,19 +109,6 @@ def most_splits(max_keys: int, rows: int) -> int:
     return min(max(wanted, -(-max_keys // MAX_CHUNK)), -(-max_keys // MIN_CHUNK))
 
 
-# The merge scratch of a graph's attention ops, shared: they run one after another, so
-# their partial results never overlap in time. Sized in __init__ (the largest need), made
-# in build (after every op's __init__).
-_scratch_bytes: WeakKeyDictionary = WeakKeyDictionary()
-_scratch_buffers: WeakKeyDictionary = WeakKeyDictionary()
-
-
-def _shared_scratch(graph):
-    if graph not in _scratch_buffers:
-        _scratch_buffers[graph] = graph.device.create_buffer(_scratch_bytes[graph], STORAGE_USAGE, label="sdpa.partials")
-    return _scratch_buffers[graph]
-
-
 # Per graph: the RoPE tables packed as (cos, sin) pairs for the kernel (made once, shared
 # by every layer's attention), and the small buffer standing in for them where the
 # kernel applies no RoPE (its binding must be filled all the same).
@@ -183,7 +170,6 @@ class CausalAttention(OpHandler):
         if self.kv_heads == 0 or self.q_heads % self.kv_heads:
             self.fail(f"{self.q_heads} query heads do not divide into {self.kv_heads} kv heads")
         self.scale = 1.0 / math.sqrt(self.head_dim) if self.value(scale) is None else self.float_arg(scale)
-        self.reserve_scratch()
 
     def float16_constants(self):
         caches = (self.k_cache, self.v_cache)
@@ -191,9 +177,9 @@ class CausalAttention(OpHandler):
             return set()
         return {c.id for c in caches} if all(c.constant_dtype == "float16" for c in caches) else set()
 
-    def reserve_scratch(self):
-        """Reserve the largest merge scratch any live size can need: (max, sum, head_dim
-        weighted sums) per (row, head, split)."""
+    def scratch_bytes(self) -> int:
+        """The largest merge scratch any live size can need: (max, sum, head_dim weighted
+        sums) per (row, head, split)."""
         slots = 0
         for seq_len in range(1, self.q.max_sizes[1] + 1):
             rows = seq_len * self.q_heads
@@ -202,8 +188,7 @@ class CausalAttention(OpHandler):
                 slots = max(slots, rows * splits)
         if self.max_context >= CPU_SPLIT_MIN_KEYS:  # sdpa_cpu.wgsl's decode splits
             slots = max(slots, self.q_heads * CPU_DECODE_SPLITS)
-        needed = 4 * slots * (self.head_dim + 2)
-        _scratch_bytes[self.graph] = max(_scratch_bytes.get(self.graph, 4), needed)
+        return 4 * slots * (self.head_dim + 2)
 
     def check_new_rows(self, new, label):
         """`new` (this call's k or v) must be [1, S, kv_heads, head_dim] like the caches."""
@@ -242,7 +227,7 @@ class CausalAttention(OpHandler):
         self.params = self.params_buffer(32)
         self.cache_f16 = self.k_cache.dtype == "float16"  # kept so by the runtime (float16_constants)
         self.on_cpu = self.runs_cpu_kernel()
-        self.partials = _shared_scratch(self.graph)
+        self.partials = self.graph.scratch
         if self.on_cpu:
             self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
             self.cpu_kernel = await self.sdpa_cpu_kernel(q)

@@ -27,7 +27,7 @@ from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
-PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (10 u32), in whole 16-byte rows
+PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (11 u32), in whole 16-byte rows
 GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
 GEMV_OUTPUTS = 8  # outputs per gemv thread
 # gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words, where group
@@ -48,6 +48,22 @@ COOP4_MIN_N = 16384
 # faster with the last two unfolded).
 GEMV_NORM_MAX_N = 1024
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
+GEMM_TILE_K = 32  # input features per step of gemm
+REDUCE_THREADS = 256  # threads per gemm_reduce workgroup
+# gemm splits K over workgroups (gemm_k_splits) while its tiles alone make fewer than
+# GEMM_TARGET_WORKGROUPS workgroups and each split keeps GEMM_MIN_SPLIT_STEPS steps: a
+# tile's workgroup mostly waits on each step's loads, and a prefill of a few hundred rows
+# has too few tiles to fill a large GPU (H200 natively, the 1B's linears at 128 rows: 4
+# splits 1.9-2.9x faster, 2 splits 1.5-2.0x; at 512 rows 1.05-1.2x; SmolLM2's at 128
+# rows 1.6-2.5x; `gemm_reduce` adds a dispatch that sums the splits).
+GEMM_TARGET_WORKGROUPS = 256
+GEMM_MIN_SPLIT_STEPS = 4
+# From this many of gemm's 64x64 tiles on, `gemm_wide` (128x128 tiles, twice the products
+# per staged value) runs instead: its 4x fewer workgroups then still fill a large GPU (H200
+# natively, the 1B's gate/up: 1.2x faster at 128 rows, 512 tiles; 1.5x at 512 rows; its
+# q/k/v at 512 rows, 384 tiles: 0.9x; SmolLM2's gate/up there, 384 tiles: 0.9x).
+GEMM_WIDE_TILE = 128
+GEMM_WIDE_MIN_TILES = 512
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
@@ -58,7 +74,9 @@ ELEMENTWISE_WORKGROUP = 256
 # the tiled GEMM at 128 rows, 3x at 8), and for one row that gemv cannot take (no
 # subgroups, or a group size that is not a multiple of STEP_VALUES). GPUs want
 # coalesced weight reads: a team of threads per output (`gemv_coop`) or per 4 outputs
-# (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above.
+# (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above
+# (`gemm_wide` for many tiles; it, and the pair that splits K, built only for the linears
+# whose shapes can use them).
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
@@ -78,12 +96,31 @@ F32_SMALLEST_NORMAL = 2.0**-126
 
 
 def pack_params(
-    m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool, silu_mul_out: bool = False
+    m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool, silu_mul_out: bool = False,
+    k_splits: int = 1,
 ) -> bytes:
     """linear_q4gsw.wgsl's Params, padded to PARAMS_BYTES (the ops here, and the probes in
     devtools/ that dispatch the kernels themselves)."""
-    values = pack_u32(m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual), int(silu_mul_out))
+    values = pack_u32(
+        m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual), int(silu_mul_out), k_splits
+    )
     return values.ljust(PARAMS_BYTES, b"\0")
+
+
+def gemm_tiles(m: int, n: int) -> int:
+    """gemm's 64x64 tiles of an [M, N] output."""
+    return -(-n // GEMM_TILE) * -(-m // GEMM_TILE)
+
+
+def gemm_k_splits(m: int, n: int, k: int) -> int:
+    """How many workgroups share the K of each of gemm's tiles for an [M, K] x [K, N]
+    product (a power of two; see GEMM_TARGET_WORKGROUPS)."""
+    tiles = gemm_tiles(m, n)
+    steps = -(-k // GEMM_TILE_K)
+    splits = 1
+    while tiles * splits < GEMM_TARGET_WORKGROUPS and steps >= 2 * splits * GEMM_MIN_SPLIT_STEPS:
+        splits *= 2
+    return splits
 
 
 def linear_source(subgroups: bool) -> str:
@@ -140,6 +177,22 @@ class LinearQ4gsw(OpHandler):
 
     residual = None  # a tensor added to the output (LinearQ4gswResidual)
 
+    def max_rows(self) -> int:
+        """The most rows of x (M) any live size can have."""
+        return numel(self.x.max_sizes[:-1])
+
+    def scratch_bytes(self) -> int:
+        """The split-K GEMM's sums (gemm_k_splits of them per output) at the worst M."""
+        if self.kernel_set != "gpu":
+            return 0
+        # Row counts within one row of tiles split alike: the most rows of each need most.
+        most, needed = self.max_rows(), 0
+        for m in (min(end, most) for end in range(GEMM_TILE, most + GEMM_TILE, GEMM_TILE)):
+            splits = gemm_k_splits(m, self.n, self.k)
+            if m > GPU_GEMV_MAX_ROWS and splits > 1:
+                needed = max(needed, 4 * splits * m * self.n)
+        return needed
+
     def packed_buffers(self):
         """The buffers of the packed weights, the scales and the bias (None if none);
         build() calls it once."""
@@ -152,11 +205,19 @@ class LinearQ4gsw(OpHandler):
         if "subgroups" not in self.graph.device.features or self.group_size % STEP_VALUES:
             kernels = [kernel for kernel in kernels if kernel != "gemv"]
         self.kernels = {kernel: await self.make_kernel(kernel) for kernel in kernels}
+        if "gemm" in self.kernels and gemm_tiles(self.max_rows(), self.n) >= GEMM_WIDE_MIN_TILES:
+            self.kernels["gemm_wide"] = await self.make_kernel("gemm_wide")
+        if "gemm" in self.kernels and self.scratch_bytes():
+            # Split K: gemm writes its splits' sums to the graph's scratch buffer, which
+            # gemm_reduce reads in x's slot (see linear_q4gsw.wgsl).
+            self.kernels["gemm_split"] = await self.make_kernel("gemm", out=self.graph.scratch)
+            self.kernels["gemm_reduce"] = await self.make_kernel("gemm_reduce", x=self.graph.scratch)
 
-    async def make_kernel(self, kernel: str, norm=None):
+    async def make_kernel(self, kernel: str, norm=None, out=None, x=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
         handler whose output is x), one that reads the norm's input and applies it
-        (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and gemv)."""
+        (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and gemv). `out`, `x`: buffers
+        bound in those slots instead (split K's scratch); gemm_reduce binds no weights."""
         constants = {
             "HAS_BIAS": self.bias is not None,
             "X_SILU_MUL": self.x_silu_mul,
@@ -173,8 +234,8 @@ class LinearQ4gsw(OpHandler):
         outputs = [tensor.buffer for tensor in self.outputs] + list(self.graph.spare_buffers)
         side = self.residual if self.residual is not None else norm.weight if norm is not None else None
         buffers = {
-            0: outputs[0],
-            1: norm.src.buffer if norm is not None else self.gemm_input,
+            0: out or outputs[0],
+            1: x or (norm.src.buffer if norm is not None else self.gemm_input),
             2: weights,
             3: scales,
             4: bias or scales,
@@ -183,6 +244,8 @@ class LinearQ4gsw(OpHandler):
             7: outputs[1],
             8: outputs[2],
         }
+        if kernel == "gemm_reduce":
+            del buffers[2], buffers[3]
         device = self.graph.device
         source = linear_source("subgroups" in device.features)
         pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=kernel, constants=constants)
@@ -194,14 +257,15 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"x has {self.x.sizes[-1]} input features, the weights {x_features}")
         self.m = numel(self.x.sizes[:-1])
         splits = self.set_output_sizes()
+        self.kernel = self.choose_kernel(self.kernel_set)
+        self.k_splits = gemm_k_splits(self.m, self.n, self.k) if self.kernel == "gemm" else 1
         self.write_params(
             self.params,
             pack_params(
                 self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
-                self.residual is not None, self.silu_mul_out,
+                self.residual is not None, self.silu_mul_out, self.k_splits,
             ),
         )
-        self.kernel = self.choose_kernel(self.kernel_set)
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
         elif self.kernel == "gemv_rows":
@@ -210,8 +274,11 @@ class LinearQ4gsw(OpHandler):
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         elif self.kernel == "gemv_coop4":
             self.grid = (*linear_grid(-(-self.n // COOP4_OUTPUTS_PER_WORKGROUP), 1), self.m)
+        elif self.kernel == "gemm_wide":
+            self.grid = (-(-self.n // GEMM_WIDE_TILE), -(-self.m // GEMM_WIDE_TILE), 1)
         else:
-            self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), 1)
+            self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), self.k_splits)
+            self.reduce_grid = linear_grid(self.m * self.n, REDUCE_THREADS)
 
     def set_output_sizes(self) -> tuple[int, int]:
         """Set the outputs' live sizes; returns the kernel's (split0, split1): all N
@@ -223,11 +290,17 @@ class LinearQ4gsw(OpHandler):
         if adapter_kind == "cpu":
             return "gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"
         if self.m > GPU_GEMV_MAX_ROWS:
-            return "gemm"
+            wide = "gemm_wide" in self.kernels and gemm_tiles(self.m, self.n) >= GEMM_WIDE_MIN_TILES
+            return "gemm_wide" if wide else "gemm"
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
 
     def record(self, recorder):
-        if self.m:
+        if not self.m:
+            return
+        if self.kernel == "gemm" and self.k_splits > 1:
+            recorder.dispatch(*self.kernels["gemm_split"], *self.grid)
+            recorder.dispatch(*self.kernels["gemm_reduce"], *self.reduce_grid)
+        else:
             recorder.dispatch(*self.kernels[self.kernel], *self.grid)
 
 

@@ -152,6 +152,11 @@ class OpHandler:
             load_wgsl(kernel), label=f"{kernel}#{self.index}", entry_point=entry_point, constants=constants
         )
 
+    def scratch_bytes(self) -> int:
+        """Bytes of the graph's scratch buffer (`graph.scratch`) this op needs at most: partial
+        results that a second dispatch of the op merges. Asked before the ops build."""
+        return 0
+
     def params_buffer(self, size: int):
         return self.graph.device.create_buffer(size, UNIFORM_USAGE, label=f"{self.name}#{self.index}.params")
 

@@ -159,6 +159,10 @@ class GraphRuntime:
                 tensor.buffer = self._upload_constant(tensor)
         # Fill the writable binding slots of outputs an op does not have (linear_q4gsw).
         self.spare_buffers = [self.device.create_buffer(4, STORAGE_USAGE, label=f"spare{i}") for i in range(2)]
+        # Partial results an op merges in a second dispatch (split attention, split-K GEMMs):
+        # one buffer for the graph, whose ops run one after another. Whole vec4s.
+        scratch_bytes = max((op.scratch_bytes() for op in self.ops), default=0)
+        self.scratch = self.device.create_buffer(max(16, -(-scratch_bytes // 16) * 16), STORAGE_USAGE, label="scratch")
         for slot, (size, tensor_ids) in enumerate(self._plan_memory(self._view_sources(), set(aliases))):
             buffer = self.device.create_buffer(size, STORAGE_USAGE, label=f"activations{slot}")
             for tensor_id in tensor_ids:

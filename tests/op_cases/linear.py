@@ -65,6 +65,11 @@ def both_kernel_sets(case_id, module, inputs, **kwargs):
     return in_both_kernel_sets(q4(case_id, module, inputs, **kwargs))
 
 
+def gpu_kernels(case_id, module, inputs, **kwargs):
+    """The case run with the kernels for GPUs only (what only they do: split K)."""
+    return q4(f"{case_id}-gpu", module, inputs, kernel_set="gpu", **kwargs)
+
+
 class LinearPlusResidual(torch.nn.Module):
     """A Llama block's residual add of a linear's output: `linear(x) + residual` (or the
     operands swapped), which the runtime runs as one fused dispatch; with `reuse`, the
@@ -306,6 +311,48 @@ CASES = [
         expect_ops=("rms_norm + linear_q4gsw (fused)",),
     ),
     *mlp_cases("linear-q4gsw-mlp-hidden2112", Mlp(64, 2112, seed=38), (r(1, 1, 64, seed=12),)),
+    # Prefill rows of a K long enough for gemm to split it (linear.gemm_k_splits): 1,056
+    # values are 33 steps; at 9 rows a tile's 8 splits take 5 steps each, the seventh 3
+    # and the eighth none; at 70 rows (2 row tiles) still 8; gemm_reduce then adds the
+    # bias, the residual, or sends the outputs to their linears. Decode rows between.
+    gpu_kernels(
+        "linear-q4gsw-split-k-bias",
+        linear_4w(1056, 76, bias=True, seed=40),
+        (r(1, 9, 1056, seed=40),),
+        more_runs=[(r(1, 1, 1056, seed=41),), (r(1, 70, 1056, seed=42),)],
+        dynamic_shapes=({1: seq},),
+    ),
+    gpu_kernels(
+        "linear-q4gsw-split-k-residual",
+        LinearPlusResidual(linear_4w(1056, 44, bias=True, seed=41)),
+        (r(1, 5, 1056, seed=43), r(1, 5, 44, seed=44)),
+        more_runs=[(r(1, 70, 1056, seed=45), r(1, 70, 44, seed=46))],
+        dynamic_shapes=({1: seq}, {1: seq}),
+        expect_ops=(RESIDUAL_FUSED,),
+    ),
+    gpu_kernels(
+        "linear-q4gsw-split-k-shared-input-x3",
+        SharedInput(linear_4w(1056, 36, seed=42), linear_4w(1056, 12, seed=43), linear_4w(1056, 20, seed=44)),
+        (r(1, 70, 1056, seed=47),),
+        expect_ops=("linear_q4gsw x3 (fused)",),
+    ),
+    # gemm_wide: at 70 rows 16,420 outputs are 514 of gemm's tiles (linear.GEMM_WIDE_MIN_TILES),
+    # 129 x 1 wide ones, the last column's and the row's partial; K = 72 ends within a
+    # step of 16. 9 rows (257 tiles) and a decode row run the other kernels.
+    gpu_kernels(
+        "linear-q4gsw-gemm-wide-bias",
+        linear_4w(72, 16420, group_size=8, bias=True, seed=46),
+        (r(1, 70, 72, seed=49),),
+        more_runs=[(r(1, 9, 72, seed=50),), (r(1, 1, 72, seed=51),)],
+        dynamic_shapes=({1: seq},),
+    ),
+    # The down projection reading silu(gate) * up over a hidden width of 1,056.
+    gpu_kernels(
+        "linear-q4gsw-split-k-mlp",
+        Mlp(64, 1056, seed=45),
+        (r(1, 70, 64, seed=48),),
+        expect_ops=MLP_FUSED["gpu"],
+    ),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
     *both_kernel_sets("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
