@@ -8,8 +8,9 @@
 //
 // Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
 // each walk their own weight rows (`gemv` for one row of x, `gemv_rows` for more); on GPUs
-// `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and `gemm` for prefill
-// (64x64 tiles, K split over workgroups where the tiles are few, summed by `gemm_reduce`).
+// `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and for prefill `gemm`
+// (64x64 tiles; K split over workgroups where the tiles are few, summed by `gemm_reduce`)
+// or `gemm_wide` (128x128 tiles, where they are many).
 //
 // Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
 // - p.residual (a parameter, not an override: the kernels for CPU adapters take a second
