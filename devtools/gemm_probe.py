@@ -1,7 +1,7 @@
 """The GPU prefill GEMMs (wgsl/linear_q4gsw.wgsl's `gemm`, with K split over 1 to 8
 workgroups per tile and its `gemm_reduce`, and `gemm_wide`) at the prefill linears' shapes
 of Llama-3.2-1B and SmolLM2-135M, natively on wgpu-native's best adapter: what
-ops/linear.py's choices (gemm_k_splits, GEMM_WIDE_MIN_TILES) rest on.
+ops/linear.py's choices (gemm_kernel, gemm_k_splits) rest on.
 
     .venv/bin/python -m devtools.gemm_probe [ROWS ...]   (default: 128 512)
 
@@ -22,10 +22,10 @@ from array import array
 from pywebgpu.gpu import UNIFORM_USAGE, linear_grid, request_device
 from pywebgpu.ops.linear import (
     GEMM_TILE,
-    GEMM_WIDE_MIN_TILES,
     GEMM_WIDE_TILE,
     REDUCE_THREADS,
     gemm_k_splits,
+    gemm_kernel,
     gemm_tiles,
     linear_source,
     pack_params,
@@ -88,7 +88,8 @@ async def main(row_counts):
                 seconds = await best_submit_seconds(device, recorder, tries=5)
                 timings[(kernel, splits)] = seconds / (ROUNDS * LAYERS) * 1e6
             tiles = gemm_tiles(m, n)
-            chosen = ("gemm_wide", 1) if tiles >= GEMM_WIDE_MIN_TILES else ("gemm", gemm_k_splits(m, n, k))
+            picked = gemm_kernel(m, n)
+            chosen = (picked, gemm_k_splits(m, n, k) if picked == "gemm" else 1)
             base = timings[("gemm", 1)]
             cells = [
                 f"{'*' if key == chosen else ' '}{kernel if splits == 1 else f'split {splits}'} {us:7.1f} µs ({base / us:4.2f}x)"

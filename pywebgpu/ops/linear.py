@@ -112,6 +112,12 @@ def gemm_tiles(m: int, n: int) -> int:
     return -(-n // GEMM_TILE) * -(-m // GEMM_TILE)
 
 
+def gemm_kernel(m: int, n: int) -> str:
+    """The GPUs' prefill GEMM for an [M, N] output: gemm_wide from GEMM_WIDE_MIN_TILES
+    tiles on, else gemm (split by gemm_k_splits)."""
+    return "gemm_wide" if gemm_tiles(m, n) >= GEMM_WIDE_MIN_TILES else "gemm"
+
+
 def gemm_k_splits(m: int, n: int, k: int) -> int:
     """How many workgroups share the K of each of gemm's tiles for an [M, K] x [K, N]
     product (a power of two; see GEMM_TARGET_WORKGROUPS)."""
@@ -205,7 +211,7 @@ class LinearQ4gsw(OpHandler):
         if "subgroups" not in self.graph.device.features or self.group_size % STEP_VALUES:
             kernels = [kernel for kernel in kernels if kernel != "gemv"]
         self.kernels = {kernel: await self.make_kernel(kernel) for kernel in kernels}
-        if "gemm" in self.kernels and gemm_tiles(self.max_rows(), self.n) >= GEMM_WIDE_MIN_TILES:
+        if "gemm" in self.kernels and gemm_kernel(self.max_rows(), self.n) == "gemm_wide":
             self.kernels["gemm_wide"] = await self.make_kernel("gemm_wide")
         if "gemm" in self.kernels and self.scratch_bytes():
             # Split K: gemm writes its splits' sums to the graph's scratch buffer, which
@@ -290,14 +296,13 @@ class LinearQ4gsw(OpHandler):
         if adapter_kind == "cpu":
             return "gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"
         if self.m > GPU_GEMV_MAX_ROWS:
-            wide = "gemm_wide" in self.kernels and gemm_tiles(self.m, self.n) >= GEMM_WIDE_MIN_TILES
-            return "gemm_wide" if wide else "gemm"
+            return gemm_kernel(self.m, self.n)
         return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
 
     def record(self, recorder):
         if not self.m:
             return
-        if self.kernel == "gemm" and self.k_splits > 1:
+        if self.k_splits > 1:
             recorder.dispatch(*self.kernels["gemm_split"], *self.grid)
             recorder.dispatch(*self.kernels["gemm_reduce"], *self.reduce_grid)
         else:
@@ -370,9 +375,13 @@ class LinearQ4gswConcat(LinearQ4gsw):
             self.fail("silu(gate) * up needs a gate and an up projection of one width and one output")
         if silu_mul_out and self.kernel_set != "cpu":
             self.fail("only the kernels for CPU adapters write silu(gate) * up")
-        width = self.n // 2 if silu_mul_out else self.n
-        if len(self.outputs) == 1 and self.out.max_sizes[-1] != width:
-            self.fail(f"output {self.out.label} {list(self.out.max_sizes)} does not hold {width} features")
+        if len(self.outputs) == 1 and self.out.max_sizes[-1] != self.stored_width:
+            self.fail(f"output {self.out.label} {list(self.out.max_sizes)} does not hold {self.stored_width} features")
+
+    @property
+    def stored_width(self) -> int:
+        """Values a row of the one output holds: N, or N / 2 with silu_mul_out."""
+        return self.n // 2 if self.silu_mul_out else self.n
 
     @staticmethod
     def can_concatenate(linears) -> bool:
@@ -409,9 +418,8 @@ class LinearQ4gswConcat(LinearQ4gsw):
     def set_output_sizes(self) -> tuple[int, int]:
         lead = self.x.sizes[:-1]
         if len(self.outputs) == 1:
-            width = self.n // 2 if self.silu_mul_out else self.n
-            self.set_sizes(self.out, (*lead, width))
-            return width, width
+            self.set_sizes(self.out, (*lead, self.stored_width))
+            return self.stored_width, self.stored_width
         for tensor, width in zip(self.outputs, self.widths):
             self.set_sizes(tensor, (*lead, width))
         return self.widths[0], sum(self.widths[:2])
