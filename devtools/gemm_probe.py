@@ -1,7 +1,7 @@
-"""The GPU prefill GEMMs (wgsl/linear_q4gsw.wgsl's `gemm`, with K split over 1 to 8
-workgroups per tile and its `gemm_reduce`, and `gemm_wide`) at the prefill linears' shapes
-of Llama-3.2-1B and SmolLM2-135M, natively on wgpu-native's best adapter: what
-ops/linear.py's choices (gemm_kernel, gemm_k_splits) rest on.
+"""The GPU prefill GEMMs (wgsl/linear_q4gsw.wgsl's `gemm` and `gemm_wide`, each with K split
+over 1 to 8 workgroups per tile and then `gemm_reduce`) at the prefill linears' shapes of
+Llama-3.2-1B and SmolLM2-135M, natively on wgpu-native's best adapter: what
+ops/linear.py's choice (gemm_plan) rests on.
 
     .venv/bin/python -m devtools.gemm_probe [ROWS ...]   (default: 128 512)
 
@@ -24,8 +24,7 @@ from pywebgpu.ops.linear import (
     GEMM_TILE,
     GEMM_WIDE_TILE,
     REDUCE_THREADS,
-    gemm_k_splits,
-    gemm_kernel,
+    gemm_plan,
     gemm_tiles,
     linear_source,
     pack_params,
@@ -72,7 +71,7 @@ async def main(row_counts):
             scratch = device.create_buffer(max(SPLITS) * m * n * 4, label="scratch")
             spares = [device.create_buffer(4, label="spare") for _ in range(2)]
             timings = {}
-            for kernel, splits in [("gemm", s) for s in SPLITS] + [("gemm_wide", 1)]:
+            for kernel, splits in [(kernel, s) for kernel in ("gemm", "gemm_wide") for s in SPLITS]:
                 params = pack_params(m, n, k, k // 8, n, GROUP_SIZE, n, n, False, k_splits=splits)
                 params = device.create_buffer_with_data(params, UNIFORM_USAGE, label="params")
                 pipeline, tile = (wide, GEMM_WIDE_TILE) if kernel == "gemm_wide" else (gemm, GEMM_TILE)
@@ -88,11 +87,10 @@ async def main(row_counts):
                 seconds = await best_submit_seconds(device, recorder, tries=5)
                 timings[(kernel, splits)] = seconds / (ROUNDS * LAYERS) * 1e6
             tiles = gemm_tiles(m, n)
-            picked = gemm_kernel(m, n)
-            chosen = (picked, gemm_k_splits(m, n, k) if picked == "gemm" else 1)
+            chosen = gemm_plan(m, n, k)
             base = timings[("gemm", 1)]
             cells = [
-                f"{'*' if key == chosen else ' '}{kernel if splits == 1 else f'split {splits}'} {us:7.1f} µs ({base / us:4.2f}x)"
+                f"{'*' if key == chosen else ' '}{kernel}{'' if splits == 1 else f'/{splits}'} {us:7.1f} µs ({base / us:4.2f}x)"
                 for key in timings
                 for kernel, splits, us in [(*key, timings[key])]
             ]

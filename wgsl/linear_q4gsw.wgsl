@@ -9,8 +9,8 @@
 // Entry points by adapter kind (linear.py chooses): on CPU-emulated adapters threads that
 // each walk their own weight rows (`gemv` for one row of x, `gemv_rows` for more); on GPUs
 // `gemv_coop` / `gemv_coop4` for decode (coalesced weight reads) and for prefill `gemm`
-// (64x64 tiles; K split over workgroups where the tiles are few, summed by `gemm_reduce`)
-// or `gemm_wide` (128x128 tiles, where they are many).
+// (64x64 tiles) or `gemm_wide` (128x128 tiles, where they and their splits are many), each
+// with K split over workgroups where the tiles are few, summed by `gemm_reduce`.
 //
 // Fusions the runtime makes (runtime/fusion.py) that change what is read and written:
 // - p.residual (a parameter, not an override: the kernels for CPU adapters take a second
@@ -51,7 +51,7 @@ struct Params {
   split1: u32,            // outputs written to `out` and `out1`
   residual: u32,          // 1: add `side` (a residual [M, N]) to the output
   silu_mul_out: u32,      // 1: write silu(gate) * up of the two halves of the outputs
-  k_splits: u32,          // gemm: workgroups along K per tile (1: gemm stores the outputs)
+  k_splits: u32,          // GEMMs: workgroups along K per tile (1: the GEMM stores the outputs)
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -723,12 +723,12 @@ fn gemv_coop4(
 // tiles: a prefill's widest linears): 128x128 tiles, a thread owning 8x8 outputs (rows
 // 4 (ty + 16 i) .., columns 4 (tx + 16 j) .., i, j in 0..1), steps of WIDE_TILE_K; each
 // staged value serves twice the products (H200, the 1B's gate/up at 512 rows: 1.5x
-// faster; it fills a GPU only with 4x the outputs).
-// Split K (gemm only, p.k_splits > 1): a workgroup's time goes mostly to waiting on each
-// step's loads, so a grid of few tiles (a prefill of a few hundred rows) leaves a large
-// GPU idle. linear.py then gives each tile p.k_splits workgroups (grid z), each summing
-// an even share of the steps; they write their sums to out[(z * M + m) * N + n], out
-// being the graph's scratch buffer, and gemm_reduce adds them up and stores the outputs.
+// faster; it fills a GPU only with 4x the outputs, or its K split more).
+// Split K (p.k_splits > 1): a workgroup's time goes mostly to waiting on each step's
+// loads, so a grid of few tiles (a prefill of a few hundred rows) leaves a large GPU
+// idle. linear.py then gives each tile p.k_splits workgroups (grid z), each summing an
+// even share of the steps; they write their sums to out[(z * M + m) * N + n], out being
+// the graph's scratch buffer, and gemm_reduce adds them up and stores the outputs.
 // Grid: (ceil(N / tile), ceil(M / tile), p.k_splits).
 const TILE: u32 = 64u;  // linear.py's GEMM_TILE
 const TILE_K: u32 = 32u;  // linear.py's GEMM_TILE_K
@@ -779,22 +779,26 @@ fn stage_w_tile(lid: u32, n0: u32, k0: u32, tile: u32, tile_k: u32) {
   }
 }
 
+// Split z's share of K, [x, y): whole steps of tile_k (the last split's last step may
+// pass K, as a lone workgroup's last step may; the stages hold zeros there).
+fn split_range(z: u32, tile_k: u32) -> vec2<u32> {
+  let split_steps = (p.k + tile_k * p.k_splits - 1u) / (tile_k * p.k_splits);
+  let k_begin = z * split_steps * tile_k;
+  return vec2<u32>(k_begin, min(p.k, k_begin + split_steps * tile_k));
+}
+
 @compute @workgroup_size(256)
 fn gemm(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
   let m0 = wg.y * TILE;
   let n0 = wg.x * TILE;
   let tx = lid % 16u;  // column block: n0 + 4 tx ..
   let ty = lid / 16u;  // row block: m0 + 4 ty ..
-  // This workgroup's share of K: whole steps (the last split's end may pass K, as a lone
-  // workgroup's last step may; the stages hold zeros there).
-  let split_steps = (p.k + TILE_K * p.k_splits - 1u) / (TILE_K * p.k_splits);
-  let k_begin = wg.z * split_steps * TILE_K;
-  let k_end = min(p.k, k_begin + split_steps * TILE_K);
+  let k_range = split_range(wg.z, TILE_K);
   var acc0 = vec4<f32>(0.0);  // row m0 + 4 ty, columns n0 + 4 tx ..
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
-  for (var k0 = k_begin; k0 < k_end; k0 += TILE_K) {
+  for (var k0 = k_range.x; k0 < k_range.y; k0 += TILE_K) {
     stage_x_tile(lid, m0, k0, TILE, TILE_K);
     stage_w_tile(lid, n0, k0, TILE, TILE_K);
     workgroupBarrier();
@@ -828,17 +832,17 @@ fn add_products8(acc: Rows8, a0: vec4<f32>, a1: vec4<f32>, b: vec4<f32>) -> Rows
   );
 }
 
-// Stores the 8 rows of a thread's outputs at columns first_n .. first_n + 3.
-fn store_rows8(m0: u32, ty: u32, first_n: u32, acc: Rows8) {
+// Stores the 8 rows of a thread's outputs at columns first_n .. first_n + 3 (split z's).
+fn store_rows8(z: u32, m0: u32, ty: u32, first_n: u32, acc: Rows8) {
   let m1 = m0 + 4u * (ty + 16u);
-  store_row(0u, m0 + 4u * ty, first_n, acc.r0);
-  store_row(0u, m0 + 4u * ty + 1u, first_n, acc.r1);
-  store_row(0u, m0 + 4u * ty + 2u, first_n, acc.r2);
-  store_row(0u, m0 + 4u * ty + 3u, first_n, acc.r3);
-  store_row(0u, m1, first_n, acc.r4);
-  store_row(0u, m1 + 1u, first_n, acc.r5);
-  store_row(0u, m1 + 2u, first_n, acc.r6);
-  store_row(0u, m1 + 3u, first_n, acc.r7);
+  store_row(z, m0 + 4u * ty, first_n, acc.r0);
+  store_row(z, m0 + 4u * ty + 1u, first_n, acc.r1);
+  store_row(z, m0 + 4u * ty + 2u, first_n, acc.r2);
+  store_row(z, m0 + 4u * ty + 3u, first_n, acc.r3);
+  store_row(z, m1, first_n, acc.r4);
+  store_row(z, m1 + 1u, first_n, acc.r5);
+  store_row(z, m1 + 2u, first_n, acc.r6);
+  store_row(z, m1 + 3u, first_n, acc.r7);
 }
 
 @compute @workgroup_size(256)
@@ -849,7 +853,8 @@ fn gemm_wide(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
   let ty = lid / 16u;
   var left = Rows8();  // columns n0 + 4 tx ..
   var right = Rows8();  // columns n0 + 4 (tx + 16) ..
-  for (var k0 = 0u; k0 < p.k; k0 += WIDE_TILE_K) {
+  let k_range = split_range(wg.z, WIDE_TILE_K);
+  for (var k0 = k_range.x; k0 < k_range.y; k0 += WIDE_TILE_K) {
     stage_x_tile(lid, m0, k0, WIDE_TILE, WIDE_TILE_K);
     stage_w_tile(lid, n0, k0, WIDE_TILE, WIDE_TILE_K);
     workgroupBarrier();
@@ -862,8 +867,8 @@ fn gemm_wide(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) w
     }
     workgroupBarrier();
   }
-  store_rows8(m0, ty, n0 + 4u * tx, left);
-  store_rows8(m0, ty, n0 + 4u * (tx + 16u), right);
+  store_rows8(wg.z, m0, ty, n0 + 4u * tx, left);
+  store_rows8(wg.z, m0, ty, n0 + 4u * (tx + 16u), right);
 }
 
 // Outputs first_n .. first_n + 3 of row m: stored, or with split K split z's sums.

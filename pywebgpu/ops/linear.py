@@ -49,21 +49,24 @@ COOP4_MIN_N = 16384
 GEMV_NORM_MAX_N = 1024
 GEMM_TILE = 64  # output tile side of gemm (linear_q4gsw.wgsl)
 GEMM_TILE_K = 32  # input features per step of gemm
+GEMM_WIDE_TILE = 128  # of gemm_wide
+GEMM_WIDE_TILE_K = 16
 REDUCE_THREADS = 256  # threads per gemm_reduce workgroup
-# gemm splits K over workgroups (gemm_k_splits) while its tiles alone make fewer than
-# GEMM_TARGET_WORKGROUPS workgroups and each split keeps GEMM_MIN_SPLIT_STEPS steps: a
-# tile's workgroup mostly waits on each step's loads, and a prefill of a few hundred rows
-# has too few tiles to fill a large GPU (H200 natively, the 1B's linears at 128 rows: 4
-# splits 1.9-2.9x faster, 2 splits 1.5-2.0x; at 512 rows 1.05-1.2x; SmolLM2's at 128
-# rows 1.6-2.5x; `gemm_reduce` adds a dispatch that sums the splits).
+# The GEMMs split K over workgroups (k_splits) while their tiles alone make fewer than
+# GEMM_TARGET_WORKGROUPS workgroups, up to GEMM_MAX_SPLITS, each split keeping its
+# kernel's least number of steps: a tile's workgroup mostly waits on each step's loads,
+# and a prefill of a few hundred rows has too few tiles to fill a large GPU
+# (`gemm_reduce` adds a dispatch that sums the splits). gemm_plan then runs `gemm_wide`
+# (128x128 tiles, twice the products per staged value) wherever its tiles and splits make
+# GEMM_WIDE_MIN_WORKGROUPS workgroups, else `gemm` (64x64). H200 natively
+# (`devtools.gemm_probe`), against `gemm` unsplit: the 1B's linears at 128 rows 1.15-2.9x
+# faster, at 512 rows 1.0-1.55x; SmolLM2's at 128 rows 1.0-2.75x (gemm split; gemm_wide
+# splits keep 512 values of K, which SmolLM2's 576 cannot give two of).
 GEMM_TARGET_WORKGROUPS = 256
-GEMM_MIN_SPLIT_STEPS = 4
-# From this many of gemm's 64x64 tiles on, `gemm_wide` (128x128 tiles, twice the products
-# per staged value) runs instead: its 4x fewer workgroups then still fill a large GPU (H200
-# natively, the 1B's gate/up: 1.2x faster at 128 rows, 512 tiles; 1.5x at 512 rows; its
-# q/k/v at 512 rows, 384 tiles: 0.9x; SmolLM2's gate/up there, 384 tiles: 0.9x).
-GEMM_WIDE_TILE = 128
-GEMM_WIDE_MIN_TILES = 512
+GEMM_MAX_SPLITS = 8
+GEMM_MIN_SPLIT_STEPS = 4  # 128 values
+GEMM_WIDE_MIN_SPLIT_STEPS = 32  # 512 values
+GEMM_WIDE_MIN_WORKGROUPS = 128
 QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
@@ -74,15 +77,15 @@ ELEMENTWISE_WORKGROUP = 256
 # the tiled GEMM at 128 rows, 3x at 8), and for one row that gemv cannot take (no
 # subgroups, or a group size that is not a multiple of STEP_VALUES). GPUs want
 # coalesced weight reads: a team of threads per output (`gemv_coop`) or per 4 outputs
-# (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, the tiled `gemm` above
-# (`gemm_wide` for many tiles; it, and the pair that splits K, built only for the linears
-# whose shapes can use them).
+# (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, and above that the tiled
+# GEMM gemm_plan picks (each GEMM, split or not, built only for the linears whose shapes
+# can use it).
 GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
 # The entry points each kind of adapter runs: only those are built (the kind is fixed at
 # load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
-KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4", "gemm")}
+KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4")}
 # The linears' module: linear_q4gsw.wgsl, and with subgroups linear_q4gsw_quads.wgsl
 # (gemv, and gemv_rows' x shared by quads) behind the directives of its quad operations (a
 # module's directives come first; wgpu-native drops them, naga takes subgroup builtins
@@ -107,26 +110,30 @@ def pack_params(
     return values.ljust(PARAMS_BYTES, b"\0")
 
 
-def gemm_tiles(m: int, n: int) -> int:
-    """gemm's 64x64 tiles of an [M, N] output."""
-    return -(-n // GEMM_TILE) * -(-m // GEMM_TILE)
+def gemm_tiles(m: int, n: int, tile: int = GEMM_TILE) -> int:
+    """The tiles of side `tile` of an [M, N] output."""
+    return -(-n // tile) * -(-m // tile)
 
 
-def gemm_kernel(m: int, n: int) -> str:
-    """The GPUs' prefill GEMM for an [M, N] output: gemm_wide from GEMM_WIDE_MIN_TILES
-    tiles on, else gemm (split by gemm_k_splits)."""
-    return "gemm_wide" if gemm_tiles(m, n) >= GEMM_WIDE_MIN_TILES else "gemm"
-
-
-def gemm_k_splits(m: int, n: int, k: int) -> int:
-    """How many workgroups share the K of each of gemm's tiles for an [M, K] x [K, N]
-    product (a power of two; see GEMM_TARGET_WORKGROUPS)."""
-    tiles = gemm_tiles(m, n)
-    steps = -(-k // GEMM_TILE_K)
+def k_splits(tiles: int, k: int, step: int, min_split_steps: int) -> int:
+    """How many workgroups share the K of each of `tiles` tiles (a power of two; see
+    GEMM_TARGET_WORKGROUPS), each keeping at least `min_split_steps` steps of `step`."""
+    steps = -(-k // step)
     splits = 1
-    while tiles * splits < GEMM_TARGET_WORKGROUPS and steps >= 2 * splits * GEMM_MIN_SPLIT_STEPS:
+    while splits < GEMM_MAX_SPLITS and tiles * splits < GEMM_TARGET_WORKGROUPS and steps >= 2 * splits * min_split_steps:
         splits *= 2
     return splits
+
+
+def gemm_plan(m: int, n: int, k: int) -> tuple[str, int]:
+    """The GPUs' prefill GEMM for an [M, K] x [K, N] product: (kernel, workgroups along K
+    per tile); see GEMM_WIDE_MIN_WORKGROUPS. Up to 64 rows, gemm: gemm_wide's tiles would
+    compute twice the rows."""
+    wide_tiles = gemm_tiles(m, n, GEMM_WIDE_TILE)
+    wide_splits = k_splits(wide_tiles, k, GEMM_WIDE_TILE_K, GEMM_WIDE_MIN_SPLIT_STEPS)
+    if m > GEMM_TILE and wide_tiles * wide_splits >= GEMM_WIDE_MIN_WORKGROUPS:
+        return "gemm_wide", wide_splits
+    return "gemm", k_splits(gemm_tiles(m, n), k, GEMM_TILE_K, GEMM_MIN_SPLIT_STEPS)
 
 
 def linear_source(subgroups: bool) -> str:
@@ -187,17 +194,22 @@ class LinearQ4gsw(OpHandler):
         """The most rows of x (M) any live size can have."""
         return numel(self.x.max_sizes[:-1])
 
-    def scratch_bytes(self) -> int:
-        """The split-K GEMM's sums (gemm_k_splits of them per output) at the worst M."""
+    def gemm_plans(self):
+        """(M, gemm_plan) for the row counts of x that stand for all those a GPU runs a GEMM
+        for: M changes the plan only through its rows of tiles, so the most rows of each
+        row of 64x64 tiles (two make a row of 128x128 ones) stand for the rest, and need
+        the most scratch of them."""
         if self.kernel_set != "gpu":
-            return 0
-        # Row counts within one row of tiles split alike: the most rows of each need most.
-        most, needed = self.max_rows(), 0
-        for m in (min(end, most) for end in range(GEMM_TILE, most + GEMM_TILE, GEMM_TILE)):
-            splits = gemm_k_splits(m, self.n, self.k)
-            if m > GPU_GEMV_MAX_ROWS and splits > 1:
-                needed = max(needed, 4 * splits * m * self.n)
-        return needed
+            return
+        most = self.max_rows()
+        for end in range(GEMM_TILE, most + GEMM_TILE, GEMM_TILE):
+            m = min(end, most)
+            if m > GPU_GEMV_MAX_ROWS:
+                yield m, gemm_plan(m, self.n, self.k)
+
+    def scratch_bytes(self) -> int:
+        """The split-K GEMMs' sums (one per split and output) at the worst M."""
+        return max((4 * splits * m * self.n for m, (_, splits) in self.gemm_plans() if splits > 1), default=0)
 
     def packed_buffers(self):
         """The buffers of the packed weights, the scales and the bias (None if none);
@@ -211,13 +223,16 @@ class LinearQ4gsw(OpHandler):
         if "subgroups" not in self.graph.device.features or self.group_size % STEP_VALUES:
             kernels = [kernel for kernel in kernels if kernel != "gemv"]
         self.kernels = {kernel: await self.make_kernel(kernel) for kernel in kernels}
-        if "gemm" in self.kernels and gemm_kernel(self.max_rows(), self.n) == "gemm_wide":
-            self.kernels["gemm_wide"] = await self.make_kernel("gemm_wide")
-        if "gemm" in self.kernels and self.scratch_bytes():
-            # Split K: gemm writes its splits' sums to the graph's scratch buffer, which
+        for kernel, splits in sorted({plan for _, plan in self.gemm_plans()}):
+            if splits == 1:
+                self.kernels[kernel] = await self.make_kernel(kernel)
+                continue
+            # Split K: the GEMM writes its splits' sums to the graph's scratch buffer, which
             # gemm_reduce reads in x's slot (see linear_q4gsw.wgsl).
-            self.kernels["gemm_split"] = await self.make_kernel("gemm", out=self.graph.scratch)
-            self.kernels["gemm_reduce"] = await self.make_kernel("gemm_reduce", x=self.graph.scratch)
+            if f"{kernel}_split" not in self.kernels:
+                self.kernels[f"{kernel}_split"] = await self.make_kernel(kernel, out=self.graph.scratch)
+            if "gemm_reduce" not in self.kernels:
+                self.kernels["gemm_reduce"] = await self.make_kernel("gemm_reduce", x=self.graph.scratch)
 
     async def make_kernel(self, kernel: str, norm=None, out=None, x=None):
         """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
@@ -263,8 +278,7 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"x has {self.x.sizes[-1]} input features, the weights {x_features}")
         self.m = numel(self.x.sizes[:-1])
         splits = self.set_output_sizes()
-        self.kernel = self.choose_kernel(self.kernel_set)
-        self.k_splits = gemm_k_splits(self.m, self.n, self.k) if self.kernel == "gemm" else 1
+        self.kernel, self.k_splits = self.choose_kernel(self.kernel_set)
         self.write_params(
             self.params,
             pack_params(
@@ -280,10 +294,9 @@ class LinearQ4gsw(OpHandler):
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         elif self.kernel == "gemv_coop4":
             self.grid = (*linear_grid(-(-self.n // COOP4_OUTPUTS_PER_WORKGROUP), 1), self.m)
-        elif self.kernel == "gemm_wide":
-            self.grid = (-(-self.n // GEMM_WIDE_TILE), -(-self.m // GEMM_WIDE_TILE), 1)
         else:
-            self.grid = (-(-self.n // GEMM_TILE), -(-self.m // GEMM_TILE), self.k_splits)
+            tile = GEMM_WIDE_TILE if self.kernel == "gemm_wide" else GEMM_TILE
+            self.grid = (-(-self.n // tile), -(-self.m // tile), self.k_splits)
             self.reduce_grid = linear_grid(self.m * self.n, REDUCE_THREADS)
 
     def set_output_sizes(self) -> tuple[int, int]:
@@ -292,18 +305,19 @@ class LinearQ4gsw(OpHandler):
         self.set_sizes(self.out, (*self.x.sizes[:-1], self.n))
         return self.n, self.n
 
-    def choose_kernel(self, adapter_kind: str) -> str:
+    def choose_kernel(self, adapter_kind: str) -> tuple[str, int]:
+        """(kernel, workgroups along K per tile: 1 but for a split GEMM)."""
         if adapter_kind == "cpu":
-            return "gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"
+            return ("gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"), 1
         if self.m > GPU_GEMV_MAX_ROWS:
-            return gemm_kernel(self.m, self.n)
-        return "gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"
+            return gemm_plan(self.m, self.n, self.k)
+        return ("gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"), 1
 
     def record(self, recorder):
         if not self.m:
             return
         if self.k_splits > 1:
-            recorder.dispatch(*self.kernels["gemm_split"], *self.grid)
+            recorder.dispatch(*self.kernels[f"{self.kernel}_split"], *self.grid)
             recorder.dispatch(*self.kernels["gemm_reduce"], *self.reduce_grid)
         else:
             recorder.dispatch(*self.kernels[self.kernel], *self.grid)

@@ -158,6 +158,7 @@ def mlp_cases(case_id, module, inputs, fused=MLP_FUSED, expect_no_ops=(), **kwar
     return cases
 
 seq = Dim("seq", min=1, max=80)
+long_seq = Dim("long_seq", min=1, max=136)
 # Rows of x: not a multiple of gemv_rows' 8, one (gemv), more than 64.
 DYNAMIC_SEQ = q4(
     "linear-q4gsw-dynamic-seq",
@@ -311,7 +312,7 @@ CASES = [
         expect_ops=("rms_norm + linear_q4gsw (fused)",),
     ),
     *mlp_cases("linear-q4gsw-mlp-hidden2112", Mlp(64, 2112, seed=38), (r(1, 1, 64, seed=12),)),
-    # Prefill rows of a K long enough for gemm to split it (linear.gemm_k_splits): 1,056
+    # Prefill rows of a K long enough for gemm to split it (linear.gemm_plan): 1,056
     # values are 33 steps; at 9 rows a tile's 8 splits take 5 steps each, the seventh 3
     # and the eighth none; at 70 rows (2 row tiles) still 8; gemm_reduce then adds the
     # bias, the residual, or sends the outputs to their linears. Decode rows between.
@@ -336,15 +337,26 @@ CASES = [
         (r(1, 70, 1056, seed=47),),
         expect_ops=("linear_q4gsw x3 (fused)",),
     ),
-    # gemm_wide: at 70 rows 16,420 outputs are 514 of gemm's tiles (linear.GEMM_WIDE_MIN_TILES),
-    # 129 x 1 wide ones, the last column's and the row's partial; K = 72 ends within a
-    # step of 16. 9 rows (257 tiles) and a decode row run the other kernels.
+    # gemm_wide: at 70 rows 16,420 outputs are 129 x 1 wide tiles (linear.gemm_plan: from
+    # GEMM_WIDE_MIN_WORKGROUPS), the last column's and the row's partial; K = 72 ends
+    # within a step of 16. 9 rows (gemm: at most 64) and a decode row run the others.
     gpu_kernels(
         "linear-q4gsw-gemm-wide-bias",
         linear_4w(72, 16420, group_size=8, bias=True, seed=46),
         (r(1, 70, 72, seed=49),),
         more_runs=[(r(1, 9, 72, seed=50),), (r(1, 1, 72, seed=51),)],
         dynamic_shapes=({1: seq},),
+    ),
+    # gemm_wide with K split: 4,100 outputs are 33 wide tiles a row of them, too few, so
+    # the 2,056 values of K (129 steps of 16, the last half full) go to 4 workgroups of 33
+    # steps, the fourth's 29.5; at 130 rows 66 tiles, still 4 (partial rows and columns).
+    # 9 rows run gemm (split 4), a decode row the GEMV.
+    gpu_kernels(
+        "linear-q4gsw-gemm-wide-split-k-bias",
+        linear_4w(2056, 4100, group_size=8, bias=True, seed=47),
+        (r(1, 70, 2056, seed=52),),
+        more_runs=[(r(1, 130, 2056, seed=53),), (r(1, 9, 2056, seed=54),), (r(1, 1, 2056, seed=55),)],
+        dynamic_shapes=({1: long_seq},),
     ),
     # The down projection reading silu(gate) * up over a hidden width of 1,056.
     gpu_kernels(
