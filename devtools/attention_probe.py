@@ -1,6 +1,8 @@
 """Decode attention as one `whole_row` dispatch or as the split pass plus its combine
 (wgsl/sdpa.wgsl, wgsl/sdpa_combine.wgsl), by number of keys: where
-ops/attention.py's WHOLE_ROW_MAX_KEYS should lie. Natively on wgpu-native's best adapter:
+ops/attention.py's WHOLE_ROW_MAX_KEYS should lie; and a prefill's attention from
+position 0 by those kernels and by `tiled` (wgsl/sdpa_tiled.wgsl), by number of rows:
+where TILED_MIN_ROWS should lie. Natively on wgpu-native's best adapter:
 
     .venv/bin/python -m devtools.attention_probe
 
@@ -17,8 +19,8 @@ import asyncio
 import struct
 
 from pywebgpu.gpu import UNIFORM_USAGE, request_device
-from pywebgpu.kernels import load_wgsl
-from pywebgpu.ops.attention import split_grid
+from pywebgpu.kernels import QUAD_DIRECTIVES, load_wgsl
+from pywebgpu.ops.attention import TILED_PAIRS, split_grid
 
 from .probe_timing import best_submit_seconds
 
@@ -27,6 +29,8 @@ LAYERS = 16
 STEPS = 10
 KEYS = (64, 128, 256, 512, 1024, 1536, 2048, 4096)
 GEOMETRIES = {"Llama-3.2-1B": (32, 8), "SmolLM2-135M": (9, 3)}
+PREFILL_ROWS = (4, 8, 16, 32, 64, 128, 511)
+PREFILL_CALLS = 2
 
 
 async def main():
@@ -69,6 +73,51 @@ async def main():
                             recorder.dispatch(combine_pipeline, combine, q_heads)
                 times.append(await best_submit_seconds(device, recorder) / (STEPS * LAYERS) * 1e6)
             print(f"  {keys:5} keys: {times[0]:6.1f}; {times[1]:6.1f} ({splits} splits)")
+    if "subgroups" in device.features:
+        await prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, constants)
+
+
+async def prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, constants):
+    """A prefill's attention at position 0, µs per layer: whole_row, main split by
+    split_grid (+ combine), and tiled, over LAYERS layers' caches, PREFILL_CALLS calls."""
+    source = QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
+    tiled_pipeline = await device.compute_pipeline(source, "sdpa.tiled", "tiled", constants)
+    rows_most = max(PREFILL_ROWS)
+    for geometry, (q_heads, kv_heads) in GEOMETRIES.items():
+        row_bytes = kv_heads * HEAD_DIM * 4
+        q = device.create_buffer(rows_most * q_heads * HEAD_DIM * 4, label="q")
+        new = device.create_buffer(rows_most * row_bytes, label="k, v")
+        out = device.create_buffer(rows_most * q_heads * HEAD_DIM * 4, label="out")
+        partials = device.create_buffer(rows_most * q_heads * 8 * (HEAD_DIM + 2) * 4, label="partials")
+        table = device.create_buffer(16, label="no rope table")
+        caches = [device.create_buffer(rows_most * row_bytes, label=f"cache {i}") for i in range(2 * LAYERS)]
+        position = device.create_buffer_with_data(struct.pack("<4I", 0, 0, 0, 0), UNIFORM_USAGE, label="position")
+        params = device.create_buffer(32, UNIFORM_USAGE, label="params")
+        print(f"{geometry} prefill: µs per layer (whole_row; split + combine; tiled)")
+        for rows in PREFILL_ROWS:
+            chunk, splits, _ = split_grid(rows, rows * q_heads, rows_most)
+            times = []
+            for kernel in ("whole_row", "split", "tiled"):
+                pipeline = {"whole_row": whole_row_pipeline, "split": split_pipeline, "tiled": tiled_pipeline}[kernel]
+                used_splits = splits if kernel == "split" else 1
+                device.write_buffer(params, struct.pack("<5If", rows, q_heads, kv_heads, chunk, used_splits, 1 / 8))
+                if kernel == "tiled":
+                    grid = (-(-rows // (TILED_PAIRS // (q_heads // kv_heads))), kv_heads, 1)
+                else:
+                    grid = (q_heads, rows, used_splits)
+                recorder = device.record()
+                for _ in range(PREFILL_CALLS):
+                    for layer in range(LAYERS):
+                        k_cache, v_cache = caches[2 * layer], caches[2 * layer + 1]
+                        buffers = {0: out, 1: partials, 2: q, 3: new, 4: new, 5: k_cache, 6: v_cache, 7: params, 8: position, 9: table, 10: position}
+                        if kernel == "tiled":
+                            del buffers[1]
+                        recorder.dispatch(pipeline, device.bind_group(pipeline, buffers), *grid)
+                        if used_splits > 1:
+                            combine = device.bind_group(combine_pipeline, [out, partials, params, position])
+                            recorder.dispatch(combine_pipeline, combine, q_heads, rows)
+                times.append(await best_submit_seconds(device, recorder) / (PREFILL_CALLS * LAYERS) * 1e6)
+            print(f"  {rows:5} rows: {times[0]:8.1f}; {times[1]:8.1f} ({splits} splits); {times[2]:8.1f}")
 
 
 if __name__ == "__main__":

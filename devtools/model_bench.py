@@ -175,7 +175,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
             "time_to_first_token_s": median(walls),
             "runs_s": walls,
         }
-    longest = max(prefill_lengths)
+    longest = min(max(prefill_lengths), model.max_prefill)  # one program call
     result["prefill_profile"] = {"tokens": longest, "ops": await profile_ops(model, prompt_tokens[:longest], 0)}
     for context in decode_contexts:
         # The prompt is prefilled once; every rep decodes from the same cache state

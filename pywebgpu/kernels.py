@@ -24,3 +24,8 @@ def load_wgsl(name: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"no WGSL kernel named {name!r} (looked for {path})")
     return path.read_text(encoding="utf-8")
+
+
+# Directives a module using subgroup (quad) operations starts with (WGSL wants them before
+# anything else; wgpu-native drops them, naga takes subgroup builtins without them).
+QUAD_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"

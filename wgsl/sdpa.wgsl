@@ -21,7 +21,8 @@
 // sum, weighted values) go to `partials` for the combine pass. `whole_row`, grid (Hq, S):
 // a larger workgroup takes one query head and row and all its keys (up to MAX_CHUNK), so
 // that a decode step's attention is one dispatch with no combine pass (attention.py picks
-// it where that is faster: rows of up to WHOLE_ROW_MAX_KEYS keys).
+// it where that is faster: rows of up to WHOLE_ROW_MAX_KEYS keys). A prefill's many rows
+// run sdpa_tiled.wgsl's `tiled` instead where it can, appended to this module.
 //
 // With ROPE, q and k arrive before their rotary embedding, which is applied here as they
 // are read (interleaved pairs, Meta / llama2.c layout): query row s and new key

@@ -22,7 +22,7 @@ import numbers
 import struct
 
 from ..gpu import STORAGE_USAGE, linear_grid
-from ..kernels import load_wgsl
+from ..kernels import QUAD_DIRECTIVES, load_wgsl
 from ..runtime.values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
@@ -87,10 +87,8 @@ GPU_GEMV_MAX_ROWS = 4
 # load), since every pipeline costs load time (SwiftShader compiles them on the CPU).
 KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4")}
 # The linears' module: linear_q4gsw.wgsl, and with subgroups linear_q4gsw_quads.wgsl
-# (gemv, and gemv_rows' x shared by quads) behind the directives of its quad operations (a
-# module's directives come first; wgpu-native drops them, naga takes subgroup builtins
-# without them), else linear_q4gsw_no_quads.wgsl.
-QUAD_DIRECTIVES = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n"
+# (gemv, and gemv_rows' x shared by quads) behind QUAD_DIRECTIVES, else
+# linear_q4gsw_no_quads.wgsl.
 # The divisibility the kernels rely on: a u32 word of 8 nibbles never straddles a group.
 WORD_VALUES = 8
 INT8_MIN, INT8_MAX = -128, 127

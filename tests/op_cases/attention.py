@@ -175,6 +175,12 @@ CASES = [
     *attention_case(
         "sdpa-kv-decode-past-whole-row", [*consecutive(1022, 1, 1, 1), (500, 1)], 1030, q_heads=4, kv_heads=2, head_dim=8
     ),
+    # A prefill of 70 rows and a chunk of 64 at position 70 run sdpa_tiled.wgsl on GPUs
+    # (ops/attention.py's TILED_MIN_ROWS): 8 query heads per kv head, so 4 rows per
+    # workgroup; keys cached and new in one block; decode steps between.
+    *attention_case(
+        "sdpa-kv-tiled-gqa8", [(0, 70), (70, 1), (71, 64), (135, 1)], 140, q_heads=32, kv_heads=4, head_dim=16
+    ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
     *attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.

@@ -1,0 +1,148 @@
+// --- tiled: a prefill's attention, for GPUs with subgroups ------------------------------
+// attention.py appends this to sdpa.wgsl (whose layouts, Params, helpers and bindings it
+// uses) behind the subgroup directives, for head dims that are multiples of 4 up to
+// TILED_MAX_HEAD_DIM, without ROPE (a prefill's RoPE runs as its own op before).
+//
+// `main` gives each query row and head a workgroup of its own, which reads every one of
+// the row's keys and values: a 511-token prefill reads each key ~511 times per head
+// (H200, the 1B: 1.3 ms a layer, ~0.8 TFLOPS). Here a workgroup takes TILE_PAIRS
+// (query row, head) pairs: the heads of one kv head (Hq / Hkv of them) at
+// TILE_PAIRS / (Hq / Hkv) consecutive rows. It walks their keys KEY_BLOCK at a time,
+// staging each block's keys and values in workgroup memory, where every pair reads them.
+// A quad per pair: lane j holds q and the output at the dims' vec4 groups j, j + 4, j + 8,
+// j + 12, dots them with a key, and two quad swaps add the four partial scores. Softmax
+// online: each block's scores raise the pair's running max, which rescales its sum and
+// outputs so far (flash attention).
+// With UPDATE_CACHE each workgroup also stores its rows' new keys and values in the
+// caches (the attention reads new keys from k and v, never from the rows being written).
+// Grid: (ceil(S / rows per workgroup), Hkv).
+const TILE_PAIRS: u32 = 32u;  // attention.py's TILED_PAIRS
+const TILED_THREADS: u32 = 4u * TILE_PAIRS;
+const KEY_BLOCK: u32 = 32u;
+const TILE_GROUPS: u32 = 16u;  // vec4 groups of a staged key: TILED_MAX_HEAD_DIM / 4
+
+// A block's keys and values, [KEY_BLOCK][TILE_GROUPS] (zeros past the head dim and past
+// the last key): 8 KiB each.
+var<workgroup> key_tile: array<vec4<f32>, KEY_BLOCK * TILE_GROUPS>;
+var<workgroup> value_tile: array<vec4<f32>, KEY_BLOCK * TILE_GROUPS>;
+
+// Stages keys [first, first + KEY_BLOCK) of kv head `kv_head` below `end`, by the
+// workgroup's threads.
+fn stage_keys(thread: u32, first: u32, end: u32, kv_head: u32) {
+  for (var e = thread; e < KEY_BLOCK * TILE_GROUPS; e += TILED_THREADS) {
+    let key = first + e / TILE_GROUPS;
+    let g = e % TILE_GROUPS;
+    var staged_key = vec4<f32>();
+    var staged_value = vec4<f32>();
+    if (key < end && g < DIM_GROUPS) {
+      let i = row_offset(key, kv_head) + 4u * g;
+      let from_cache = key < cached_len();
+      if (from_cache) {
+        staged_key = cached_key4(i);
+      } else {
+        staged_key = as_cached(new_key4(i));
+      }
+      staged_value = value4(from_cache, i);
+    }
+    key_tile[e] = staged_key;
+    value_tile[e] = staged_value;
+  }
+}
+
+// The (scaled) dot product of a pair's q with staged key j: this lane's vec4 groups, then
+// the quad's four partial sums added up.
+fn tile_score(q0: vec4<f32>, q1: vec4<f32>, q2: vec4<f32>, q3: vec4<f32>, j: u32, lane: u32) -> f32 {
+  let at = j * TILE_GROUPS + lane;
+  var s = dot(q0, key_tile[at]) + dot(q1, key_tile[at + 4u]) + dot(q2, key_tile[at + 8u]) + dot(q3, key_tile[at + 12u]);
+  s += quadSwapX(s);
+  return s + quadSwapY(s);
+}
+
+// This lane's vec4 group `g` of q at (row, head), times the scale (zeros past the head dim).
+fn tile_q(row: u32, head: u32, g: u32) -> vec4<f32> {
+  if (g >= DIM_GROUPS) {
+    return vec4<f32>();
+  }
+  let i = (row * p.q_heads + head) * HEAD_DIM + 4u * g;
+  return vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]) * p.scale;
+}
+
+fn store_tile_output(row: u32, head: u32, g: u32, value: vec4<f32>) {
+  if (g < DIM_GROUPS) {
+    let i = (row * p.q_heads + head) * HEAD_DIM + 4u * g;
+    out[i] = value.x;
+    out[i + 1u] = value.y;
+    out[i + 2u] = value.z;
+    out[i + 3u] = value.w;
+  }
+}
+
+@compute @workgroup_size(TILED_THREADS)
+fn tiled(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
+  let group_size = p.q_heads / p.kv_heads;
+  let rows = TILE_PAIRS / group_size;  // per workgroup
+  let kv_head = group.y;
+  let first_row = group.x * rows;
+  let pair = thread / 4u;
+  let lane = thread % 4u;
+  // Pairs past the rows of this workgroup, or past S, compute with the others (they hold
+  // the barriers and the quads) and store nothing.
+  let row = first_row + pair / group_size;
+  let head = kv_head * group_size + pair % group_size;
+  let stores = pair < rows * group_size && row < p.seq_len;
+  let last_key = position.input_pos + row;  // the pair's keys: [0, last_key]
+  let keys_end = position.input_pos + min(first_row + rows, p.seq_len);  // the workgroup's
+
+  if (UPDATE_CACHE) {
+    for (var r = first_row; r < min(first_row + rows, p.seq_len); r++) {
+      store_new_row(thread, TILED_THREADS, r, kv_head);
+    }
+  }
+  let safe_row = min(row, p.seq_len - 1u);
+  let q0 = tile_q(safe_row, head, lane);
+  let q1 = tile_q(safe_row, head, lane + 4u);
+  let q2 = tile_q(safe_row, head, lane + 8u);
+  let q3 = tile_q(safe_row, head, lane + 12u);
+  var running_max = LOWEST;
+  var sum = 0.0;
+  var o0 = vec4<f32>();
+  var o1 = vec4<f32>();
+  var o2 = vec4<f32>();
+  var o3 = vec4<f32>();
+  var scores: array<f32, KEY_BLOCK>;
+  for (var first = 0u; first < keys_end; first += KEY_BLOCK) {
+    stage_keys(thread, first, keys_end, kv_head);
+    workgroupBarrier();
+    // Key 0 is in every pair's first block, so the max is a score from then on and the
+    // masked keys' exp(LOWEST - max) is 0.
+    var block_max = running_max;
+    for (var j = 0u; j < KEY_BLOCK; j++) {
+      let s = select(LOWEST, tile_score(q0, q1, q2, q3, j, lane), first + j <= last_key);
+      scores[j] = s;
+      block_max = max(block_max, s);
+    }
+    let rescale = exp(running_max - block_max);
+    running_max = block_max;
+    sum *= rescale;
+    o0 *= rescale;
+    o1 *= rescale;
+    o2 *= rescale;
+    o3 *= rescale;
+    for (var j = 0u; j < KEY_BLOCK; j++) {
+      let w = exp(scores[j] - running_max);
+      sum += w;
+      let at = j * TILE_GROUPS + lane;
+      o0 += w * value_tile[at];
+      o1 += w * value_tile[at + 4u];
+      o2 += w * value_tile[at + 8u];
+      o3 += w * value_tile[at + 12u];
+    }
+    workgroupBarrier();
+  }
+  if (stores) {
+    store_tile_output(row, head, lane, o0 / sum);
+    store_tile_output(row, head, lane + 4u, o1 / sum);
+    store_tile_output(row, head, lane + 8u, o2 / sum);
+    store_tile_output(row, head, lane + 12u, o3 / sum);
+  }
+}
