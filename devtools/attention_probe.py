@@ -102,7 +102,7 @@ async def prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, 
                 used_splits = splits if kernel == "split" else 1
                 device.write_buffer(params, struct.pack("<5If", rows, q_heads, kv_heads, chunk, used_splits, 1 / 8))
                 if kernel == "tiled":
-                    grid = (-(-rows // (TILED_PAIRS // (q_heads // kv_heads))), kv_heads, 1)
+                    grid = (kv_heads, -(-rows // (TILED_PAIRS // (q_heads // kv_heads))), 1)
                 else:
                     grid = (q_heads, rows, used_splits)
                 recorder = device.record()

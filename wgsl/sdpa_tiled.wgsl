@@ -11,11 +11,11 @@
 // staging each block's keys and values in workgroup memory, where every pair reads them.
 // A quad per pair: lane j holds q and the output at the dims' vec4 groups j, j + 4, j + 8,
 // j + 12, dots them with a key, and two quad swaps add the four partial scores. Softmax
-// online: each block's scores raise the pair's running max, which rescales its sum and
+// online: each 8 keys' scores raise the pair's running max, which rescales its sum and
 // outputs so far (flash attention).
 // With UPDATE_CACHE each workgroup also stores its rows' new keys and values in the
 // caches (the attention reads new keys from k and v, never from the rows being written).
-// Grid: (ceil(S / rows per workgroup), Hkv).
+// Grid: (Hkv, ceil(S / rows per workgroup)).
 const TILE_PAIRS: u32 = 32u;  // attention.py's TILED_PAIRS
 const TILED_THREADS: u32 = 4u * TILE_PAIRS;
 const KEY_BLOCK: u32 = 32u;
@@ -77,12 +77,26 @@ fn store_tile_output(row: u32, head: u32, g: u32, value: vec4<f32>) {
   }
 }
 
+// The weighted sum of 8 staged values' vec4 group at `at` (key j's at at + j * TILE_GROUPS).
+fn weighted_values8(a: vec4<f32>, b: vec4<f32>, at: u32) -> vec4<f32> {
+  let g = TILE_GROUPS;
+  return a.x * value_tile[at] + a.y * value_tile[at + g] + a.z * value_tile[at + 2u * g] + a.w * value_tile[at + 3u * g]
+    + b.x * value_tile[at + 4u * g] + b.y * value_tile[at + 5u * g] + b.z * value_tile[at + 6u * g]
+    + b.w * value_tile[at + 7u * g];
+}
+
 @compute @workgroup_size(TILED_THREADS)
-fn tiled(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
+fn tiled(
+  @builtin(workgroup_id) group: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+  @builtin(local_invocation_index) thread: u32,
+) {
   let group_size = p.q_heads / p.kv_heads;
   let rows = TILE_PAIRS / group_size;  // per workgroup
-  let kv_head = group.y;
-  let first_row = group.x * rows;
+  let kv_head = group.x;
+  // The last rows first: they have the most keys to walk, and GPUs start workgroups
+  // about in the order of their index (x first), so the longest ones do not start last.
+  let first_row = (groups.y - 1u - group.y) * rows;
   let pair = thread / 4u;
   let lane = thread % 4u;
   // Pairs past the rows of this workgroup, or past S, compute with the others (they hold
@@ -109,33 +123,39 @@ fn tiled(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_inde
   var o1 = vec4<f32>();
   var o2 = vec4<f32>();
   var o3 = vec4<f32>();
-  var scores: array<f32, KEY_BLOCK>;
   for (var first = 0u; first < keys_end; first += KEY_BLOCK) {
     stage_keys(thread, first, keys_end, kv_head);
     workgroupBarrier();
-    // Key 0 is in every pair's first block, so the max is a score from then on and the
-    // masked keys' exp(LOWEST - max) is 0.
-    var block_max = running_max;
-    for (var j = 0u; j < KEY_BLOCK; j++) {
-      let s = select(LOWEST, tile_score(q0, q1, q2, q3, j, lane), first + j <= last_key);
-      scores[j] = s;
-      block_max = max(block_max, s);
-    }
-    let rescale = exp(running_max - block_max);
-    running_max = block_max;
-    sum *= rescale;
-    o0 *= rescale;
-    o1 *= rescale;
-    o2 *= rescale;
-    o3 *= rescale;
-    for (var j = 0u; j < KEY_BLOCK; j++) {
-      let w = exp(scores[j] - running_max);
-      sum += w;
+    // 8 keys at a time, their scores held in two vec4s (registers; an array indexed in a
+    // loop may live in memory). Key 0 is in every pair's first 8, so the max is a score
+    // from then on and the masked keys' exp(LOWEST - max) is 0.
+    for (var j = 0u; j < KEY_BLOCK; j += 8u) {
+      let key = first + j;
+      if (key >= keys_end) {
+        break;  // past every pair's keys (the same for the whole workgroup)
+      }
+      let masked_a = vec4<u32>(key, key + 1u, key + 2u, key + 3u) > vec4<u32>(last_key);
+      let masked_b = vec4<u32>(key + 4u, key + 5u, key + 6u, key + 7u) > vec4<u32>(last_key);
+      let scores_a = select(vec4<f32>(
+        tile_score(q0, q1, q2, q3, j, lane), tile_score(q0, q1, q2, q3, j + 1u, lane),
+        tile_score(q0, q1, q2, q3, j + 2u, lane), tile_score(q0, q1, q2, q3, j + 3u, lane),
+      ), vec4<f32>(LOWEST), masked_a);
+      let scores_b = select(vec4<f32>(
+        tile_score(q0, q1, q2, q3, j + 4u, lane), tile_score(q0, q1, q2, q3, j + 5u, lane),
+        tile_score(q0, q1, q2, q3, j + 6u, lane), tile_score(q0, q1, q2, q3, j + 7u, lane),
+      ), vec4<f32>(LOWEST), masked_b);
+      let top = max(scores_a, scores_b);
+      let new_max = max(running_max, max(max(top.x, top.y), max(top.z, top.w)));
+      let rescale = exp(running_max - new_max);
+      running_max = new_max;
+      let weights_a = exp(scores_a - new_max);
+      let weights_b = exp(scores_b - new_max);
+      sum = sum * rescale + dot(weights_a + weights_b, vec4<f32>(1.0));
       let at = j * TILE_GROUPS + lane;
-      o0 += w * value_tile[at];
-      o1 += w * value_tile[at + 4u];
-      o2 += w * value_tile[at + 8u];
-      o3 += w * value_tile[at + 12u];
+      o0 = o0 * rescale + weighted_values8(weights_a, weights_b, at);
+      o1 = o1 * rescale + weighted_values8(weights_a, weights_b, at + 4u);
+      o2 = o2 * rescale + weighted_values8(weights_a, weights_b, at + 8u);
+      o3 = o3 * rescale + weighted_values8(weights_a, weights_b, at + 12u);
     }
     workgroupBarrier();
   }

@@ -82,9 +82,9 @@ WHOLE_ROW_MAX_KEYS = 1024
 # TILED_PAIRS query heads per kv head): TILED_PAIRS (row, head) pairs per workgroup share
 # each block of keys and values they stage, where `main` and `whole_row` read every key
 # once per row and head. H200 natively (`python -m devtools.attention_probe`), µs per
-# layer from position 0, the best of those two against tiled, the 1B's heads: 27.6 / 26.5
-# at 32 rows, 50 / 33 at 64, 125 / 49 at 128, 1,350 / 226 at 511; SmolLM2's: 20.5 / 29.6,
-# 34.7 / 32.0, 56.6 / 47.3, 419 / 162.
+# layer from position 0, the best of those two against tiled, the 1B's heads: 28.6 / 23.8
+# at 32 rows, 51 / 28 at 64, 127 / 36 at 128, 1,350 / 139 at 511; SmolLM2's: 20.2 / 25.4,
+# 38.4 / 31.9, 63 / 40, 419 / 90.
 TILED_PAIRS = 32
 TILED_MAX_HEAD_DIM = 64
 TILED_MIN_ROWS = 64
@@ -367,7 +367,7 @@ class CausalAttention(OpHandler):
         split_kernel, whole_row_kernel = kernels
         if self.tiled:
             rows_per_workgroup = TILED_PAIRS // (self.q_heads // self.kv_heads)
-            recorder.dispatch(*self.tiled_kernel_pair, -(-self.rows // rows_per_workgroup), self.kv_heads)
+            recorder.dispatch(*self.tiled_kernel_pair, self.kv_heads, -(-self.rows // rows_per_workgroup))
             return
         if self.whole_row:
             recorder.dispatch(*whole_row_kernel, self.q_heads, self.rows)
