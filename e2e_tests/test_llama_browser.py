@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_trace
+from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_long_trace, tiny_llama_trace
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
@@ -24,3 +24,19 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
         assert "error" not in answer, answer.get("error")
         check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
     check_decode_resizes(answers[1]["resized"])
+
+
+@pytest.mark.parametrize("float_dtype", ["float32", "float16"])
+def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
+    """A 70-token call after the prefill and a decode step, with both kernel sets (with
+    those for GPUs the tiled attention over cached and new keys, float16 caches for the
+    f16 program)."""
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = {ks: tiny_llama_long_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
+    (python_page.server.files_dir / "tiny_llama_long.pte").write_bytes(traces["gpu"].pte)
+    python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    jobs = [["/files/tiny_llama_long.pte", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
+    answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
+    for answer in answers:
+        assert "error" not in answer, answer.get("error")
+        check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)

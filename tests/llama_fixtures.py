@@ -1,6 +1,8 @@
 """A tiny 4-bit Llama (random weights, 2 layers, grouped-query attention) exported with
 export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
-at position 0, then 10 greedy decode steps. Shared by the native and browser tests. Also
+at position 0, then 10 greedy decode steps; and, from an export that takes longer calls, a
+call of 70 tokens after the prefill and a decode step. Shared by the native and browser
+tests. Also
 exported with force_fp16 (every float tensor float16), whose eager module then holds the
 program's float16 constants (export_tools' EagerLlama), computed in f32 as pywebgpu does,
 with float16 KV caches as pywebgpu's kernels for GPUs keep them, or f32 ones as its
@@ -16,6 +18,11 @@ import torch
 
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
+# A later call long enough for the prefill kernels of many rows (on GPUs the tiled
+# attention over cached and new keys, ops/attention.py's TILED_MIN_ROWS, and GEMMs with K
+# split), in an export of LONG_MAX_SEQ_LEN.
+LONG_CHUNK = [(37 * i + 5) % 512 for i in range(70)]
+LONG_MAX_SEQ_LEN = 80
 # What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
 # the attention norm and q, k and v as one linear; the MLP norm and gate and up as one;
 # where the kernels for GPUs run, the down projection reads that as silu(gate) * up,
@@ -65,13 +72,13 @@ PROGRAMS = [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_
 
 
 @cache
-def _tiny_llama_export(tmp_dir: str, force_fp16: bool, vocab_size: int):
+def _tiny_llama_export(tmp_dir: str, force_fp16: bool, vocab_size: int, max_seq_len: int = 16):
     from export_tools import PRESETS, RandomSource, export_llama
 
-    name = f"tiny-{vocab_size}{'-fp16' if force_fp16 else ''}.pte"
+    name = f"tiny-{vocab_size}{'-fp16' if force_fp16 else ''}-{max_seq_len}.pte"
     return export_llama(
         RandomSource({**PRESETS["tiny"], "vocab_size": vocab_size}, seed=7),
-        Path(tmp_dir) / name, max_seq_len=16, max_context_len=32, qmode="4w", force_fp16=force_fp16,
+        Path(tmp_dir) / name, max_seq_len=max_seq_len, max_context_len=2 * max_seq_len, qmode="4w", force_fp16=force_fp16,
     )  # fmt: skip
 
 
@@ -83,21 +90,32 @@ def float16_caches(force_fp16: bool, kernel_set: str) -> bool:
 @cache
 def tiny_llama_trace(tmp_dir: str, force_fp16: bool = False, kernel_set: str = "gpu", vocab_size: int = TINY_VOCAB) -> LlamaTrace:
     """The trace of the tiny Llama (with force_fp16: its eager caches as `kernel_set`'s)."""
-    result = _tiny_llama_export(tmp_dir, force_fp16, vocab_size)
-    eager = result.eager
+    export = _tiny_llama_export(tmp_dir, force_fp16, vocab_size)
+    return _trace(export, force_fp16, kernel_set, [PREFILL_TOKENS] + [None] * DECODE_STEPS)
+
+
+@cache
+def tiny_llama_long_trace(tmp_dir: str, force_fp16: bool, kernel_set: str) -> LlamaTrace:
+    """The prefill, a decode step, LONG_CHUNK, and a decode step."""
+    export = _tiny_llama_export(tmp_dir, force_fp16, TINY_VOCAB, LONG_MAX_SEQ_LEN)
+    return _trace(export, force_fp16, kernel_set, [PREFILL_TOKENS, None, LONG_CHUNK, None])
+
+
+def _trace(export, force_fp16: bool, kernel_set: str, calls) -> LlamaTrace:
+    """The runs and eager logits of `calls`, one after another from position 0: each a
+    list of tokens, or None for the last call's greedy token."""
+    eager = export.eager
     if force_fp16:
         eager.float16_caches = float16_caches(force_fp16, kernel_set)
     eager.reset()
-    runs, logits = [], []
-    tokens, position = list(PREFILL_TOKENS), 0
-    for _ in range(1 + DECODE_STEPS):
+    runs, logits, position = [], [], 0
+    for call in calls:
+        tokens = list(call) if call is not None else [int(logits[-1].argmax())]
         runs.append([_encoded(tokens, (1, len(tokens))), _encoded([position], (1,))])
         with torch.no_grad():
-            step_logits = eager.forward(tokens, position).float().reshape(1, -1)
-        logits.append(step_logits)
+            logits.append(eager.forward(tokens, position).float().reshape(1, -1))
         position += len(tokens)
-        tokens = [int(step_logits.argmax())]
-    return LlamaTrace(result.pte_path.read_bytes(), runs, logits)
+    return LlamaTrace(export.pte_path.read_bytes(), runs, logits)
 
 
 def check_decode_resizes(resized):

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 import graph_programs
-from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_trace
+from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_long_trace, tiny_llama_trace
 
 pytestmark = pytest.mark.native
 
@@ -22,6 +22,16 @@ def test_tiny_llama_prefill_and_decode(tmp_path_factory, kernel_set, float_dtype
     check_run(trace, kernel_set, answer)
     if kernel_set == "gpu":
         check_decode_resizes(answer["resized"])
+
+
+@pytest.mark.parametrize("float_dtype", ["float32", "float16"])
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
+    """A 70-token call after the prefill and a decode step (with the kernels for GPUs the
+    tiled attention over cached and new keys, float16 caches for the f16 program)."""
+    trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set)
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
+    check_run(trace, kernel_set, answer)
 
 
 def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):
