@@ -187,6 +187,12 @@ CASES = [
     *attention_case(
         "custom-sdpa-unfused", consecutive(6, 1, 2), 12, q_heads=6, kv_heads=3, head_dim=16, unfused_patterns=("causal_sdpa",)
     ),
+    # The same with a prefill of 66 rows: sdpa_tiled.wgsl over caches that already hold
+    # this call's rows (no UPDATE_CACHE).
+    *attention_case(
+        "custom-sdpa-unfused-tiled", [(0, 66), (66, 1)], 72, q_heads=6, kv_heads=3, head_dim=16,
+        unfused_patterns=("causal_sdpa",),
+    ),
     # RoPE inside attention (GPU kernels) or before it (CPU kernels): prefill, decode steps
     # and a chunk; then rows split over workgroups (head dim 64).
     *rope_attention_case("rope-sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
