@@ -17,8 +17,8 @@ On GPUs a prefill of TILED_MIN_ROWS rows or more runs sdpa_tiled.wgsl where it c
 workgroup per block of rows and kv head, whose pairs of (row, head) share each block of
 keys and values staged in workgroup memory. Otherwise (decode, short chunks), when there
 are too few rows and heads to fill the GPU, a row of up to WHOLE_ROW_MAX_KEYS keys is one
-larger workgroup that walks them all (`whole_row`); past that its keys are split over several workgroups and a second, small dispatch merges the
-splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has
+larger workgroup that walks them all (`whole_row`); past that its keys are split over
+several workgroups and a second, small dispatch merges the splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has
 room for more keys than the present ones: a decode step whose keys still fit it changes
 nothing here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
@@ -247,14 +247,15 @@ class CausalAttention(OpHandler):
             and self.q.max_sizes[1] >= TILED_MIN_ROWS
         )
 
-    async def tiled_kernel(self, q, k, v):
+    async def make_tiled_kernel(self, q, k, v):
         """sdpa_tiled.wgsl's (pipeline, bind group) over q, k and v (no RoPE)."""
         constants = {"HEAD_DIM": self.head_dim, "UPDATE_CACHE": int(self.update_cache), "CACHE_F16": int(self.cache_f16)}
         table = _rope_table(self.graph, None, None)
+        # sdpa.wgsl's bindings but for the partials (the kernel merges nothing).
         buffers = {
             0: self.out, 2: q, 3: k, 4: v, 5: self.k_cache, 6: self.v_cache, 7: self.params, 8: self.position, 9: table,
             10: self.position,
-        }  # fmt: skip  (no partials: the kernel merges nothing)
+        }  # fmt: skip
         source = QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
         device = self.graph.device
         pipeline = await device.compute_pipeline(source, label=f"sdpa_tiled#{self.index}", entry_point="tiled", constants=constants)
@@ -275,7 +276,7 @@ class CausalAttention(OpHandler):
             self.combine_group = device.bind_group(self.combine_pipeline, buffers)
             return
         self.kernels = await self.sdpa_kernels(q, k, v)
-        self.tiled_kernel_pair = await self.tiled_kernel(q, k, v) if self.can_tile() else None
+        self.tiled_kernel = await self.make_tiled_kernel(q, k, v) if self.can_tile() else None
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", {"HEAD_DIM": self.head_dim})
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
 
@@ -309,7 +310,7 @@ class CausalAttention(OpHandler):
             # The kernel shares the keys out evenly itself (no chunk).
             chunk, self.splits = 0, CPU_DECODE_SPLITS if seq_len == 1 and keys >= CPU_SPLIT_MIN_KEYS else 1
             self.gpu_int_ranges = {}
-        elif seq_len >= TILED_MIN_ROWS and self.tiled_kernel_pair is not None:
+        elif seq_len >= TILED_MIN_ROWS and self.tiled_kernel is not None:
             # The kernel walks the keys up to the position it reads: every position serves.
             self.tiled = True
             chunk, self.splits = 0, 1
@@ -367,7 +368,7 @@ class CausalAttention(OpHandler):
         split_kernel, whole_row_kernel = kernels
         if self.tiled:
             rows_per_workgroup = TILED_PAIRS // (self.q_heads // self.kv_heads)
-            recorder.dispatch(*self.tiled_kernel_pair, self.kv_heads, -(-self.rows // rows_per_workgroup))
+            recorder.dispatch(*self.tiled_kernel, self.kv_heads, -(-self.rows // rows_per_workgroup))
             return
         if self.whole_row:
             recorder.dispatch(*whole_row_kernel, self.q_heads, self.rows)
