@@ -1,4 +1,5 @@
-"""A tiny 4-bit Llama .pte in headless Chromium: prefill + 10 decode steps match eager PyTorch."""
+"""A tiny 4-bit Llama .pte in headless Chromium: prefill + 10 decode steps, and a call of 70
+tokens, match eager PyTorch."""
 
 from pathlib import Path
 
@@ -16,14 +17,21 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
     # The kernels for CPU adapters (SwiftShader's own), then those for GPUs.
     folder = str(tmp_path_factory.getbasetemp())
     traces = {ks: tiny_llama_trace(folder, float_dtype == "float16", ks, vocab_size) for ks in ("cpu", "gpu")}
-    (python_page.server.files_dir / "tiny_llama.pte").write_bytes(traces["gpu"].pte)
+    answers = run_and_check(python_page, "tiny_llama.pte", traces)
+    check_decode_resizes(answers[1]["resized"])
+
+
+def run_and_check(python_page, file_name, traces):
+    """Run each kernel set's trace (`traces`: kernel set -> LlamaTrace, one program) in the
+    page and check it (check_run); returns the answers, in the order of `traces`."""
+    (python_page.server.files_dir / file_name).write_bytes(next(iter(traces.values())).pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    jobs = [["/files/tiny_llama.pte", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
+    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
         check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
-    check_decode_resizes(answers[1]["resized"])
+    return answers
 
 
 @pytest.mark.parametrize("float_dtype", ["float32", "float16"])
@@ -33,10 +41,4 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
     f16 program)."""
     folder = str(tmp_path_factory.getbasetemp())
     traces = {ks: tiny_llama_long_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
-    (python_page.server.files_dir / "tiny_llama_long.pte").write_bytes(traces["gpu"].pte)
-    python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    jobs = [["/files/tiny_llama_long.pte", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
-    answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
-    for answer in answers:
-        assert "error" not in answer, answer.get("error")
-        check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
+    run_and_check(python_page, "tiny_llama_long.pte", traces)
