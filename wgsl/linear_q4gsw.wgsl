@@ -716,14 +716,15 @@ fn gemv_coop4(
 }
 
 // --- gemm, gemm_wide: one workgroup computes a tile of out ---------------------------------
-// 16x16 threads. Per step of input features, x and the dequantized weights (scale * q, the
-// same f32 products PyTorch dequantizes to) are staged in workgroup memory, k-major so
-// that each thread reads its rows / columns as vec4s. `gemm`: 64x64 tiles, a thread
-// owning a 4x4 block, steps of TILE_K. `gemm_wide` (linear.py picks it for grids of many
-// tiles: a prefill's widest linears): 128x128 tiles, a thread owning 8x8 outputs (rows
-// 4 (ty + 16 i) .., columns 4 (tx + 16 j) .., i, j in 0..1), steps of WIDE_TILE_K; each
-// staged value serves twice the products (H200, the 1B's gate/up at 512 rows: 1.5x
-// faster; it fills a GPU only with 4x the outputs, or its K split more).
+// 16x16 threads. Per step of input features, x and the dequantized weights (scale * q,
+// the same f32 products PyTorch dequantizes to) are staged in workgroup memory, k-major
+// so that each thread reads its rows / columns as vec4s. `gemm`: 64x64 tiles, a thread
+// owning a 4x4 block, steps of TILE_K. `gemm_wide` (linear.py's gemm_plan picks it where
+// its tiles, with K split if need be, make enough workgroups): 128x128 tiles, a thread
+// owning 8x8 outputs (rows 4 (ty + 16 i) .., columns 4 (tx + 16 j) .., i, j in 0..1),
+// steps of WIDE_TILE_K; each staged value serves twice the products (H200, the 1B's
+// gate/up at 512 rows: 1.5x faster; it fills a GPU only with 4x the outputs, or its K
+// split more).
 // Split K (p.k_splits > 1): a workgroup's time goes mostly to waiting on each step's
 // loads, so a grid of few tiles (a prefill of a few hundred rows) leaves a large GPU
 // idle. linear.py then gives each tile p.k_splits workgroups (grid z), each summing an
