@@ -7,7 +7,8 @@ where TILED_MIN_ROWS should lie. Natively on wgpu-native's best adapter:
     .venv/bin/python -m devtools.attention_probe
 
 One decode row of the Llama-3.2-1B geometry (32 query heads over 8 kv heads, head dim
-64) and of SmolLM2-135M's (9 over 3), 16 layers each with its own caches (as a step reads
+64), of SmolLM2-135M's (9 over 3, head dim 64) and of Llama-3.2-3B's (24 over 8, head dim
+128), 16 layers each with its own caches (as a step reads
 them: not all of them fit in the GPU's cache at long contexts), 10 steps in one submit
 (each dispatch waits for the one before, as in a decode step); the best of 3 submits, in
 µs per layer.
@@ -24,31 +25,43 @@ from pywebgpu.ops.attention import TILED_PAIRS, split_grid
 
 from .probe_timing import best_submit_seconds
 
-HEAD_DIM = 64
 LAYERS = 16
 STEPS = 10
 KEYS = (64, 128, 256, 512, 1024, 1536, 2048, 4096)
-GEOMETRIES = {"Llama-3.2-1B": (32, 8), "SmolLM2-135M": (9, 3)}
+GEOMETRIES = {"Llama-3.2-1B": (32, 8, 64), "SmolLM2-135M": (9, 3, 64), "Llama-3.2-3B": (24, 8, 128)}
 PREFILL_ROWS = (4, 8, 16, 32, 64, 128, 511)
 PREFILL_CALLS = 2
+
+
+async def pipelines(device, head_dim: int) -> dict:
+    """The attention kernels for `head_dim`: "split" (main), "whole_row", "combine", and
+    "tiled" where the device has subgroups."""
+    constants = {"HEAD_DIM": head_dim, "UPDATE_CACHE": 1, "ROPE": 0}
+    source = load_wgsl("sdpa")
+    kernels = {
+        "split": await device.compute_pipeline(source, "sdpa", "main", constants),
+        "whole_row": await device.compute_pipeline(source, "sdpa.whole_row", "whole_row", constants),
+        "combine": await device.compute_pipeline(load_wgsl("sdpa_combine"), "sdpa_combine", constants={"HEAD_DIM": head_dim}),
+    }
+    if "subgroups" in device.features:
+        source = QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
+        kernels["tiled"] = await device.compute_pipeline(source, "sdpa.tiled", "tiled", constants)
+    return kernels
 
 
 async def main():
     device = await request_device()
     print(device.adapter.description)
-    constants = {"HEAD_DIM": HEAD_DIM, "UPDATE_CACHE": 1, "ROPE": 0}
-    source = load_wgsl("sdpa")
-    split_pipeline = await device.compute_pipeline(source, "sdpa", "main", constants)
-    whole_row_pipeline = await device.compute_pipeline(source, "sdpa.whole_row", "whole_row", constants)
-    combine_pipeline = await device.compute_pipeline(load_wgsl("sdpa_combine"), "sdpa_combine", constants={"HEAD_DIM": HEAD_DIM})
+    kernels = {head_dim: await pipelines(device, head_dim) for head_dim in {g[2] for g in GEOMETRIES.values()}}
     context = max(KEYS)
 
-    for geometry, (q_heads, kv_heads) in GEOMETRIES.items():
-        row_bytes = kv_heads * HEAD_DIM * 4
-        q = device.create_buffer(q_heads * HEAD_DIM * 4, label="q")
+    for geometry, (q_heads, kv_heads, head_dim) in GEOMETRIES.items():
+        split_pipeline, whole_row_pipeline, combine_pipeline = (kernels[head_dim][k] for k in ("split", "whole_row", "combine"))
+        row_bytes = kv_heads * head_dim * 4
+        q = device.create_buffer(q_heads * head_dim * 4, label="q")
         new = device.create_buffer(row_bytes, label="k, v")
-        out = device.create_buffer(q_heads * HEAD_DIM * 4, label="out")
-        partials = device.create_buffer(q_heads * 256 * (HEAD_DIM + 2) * 4, label="partials")
+        out = device.create_buffer(q_heads * head_dim * 4, label="out")
+        partials = device.create_buffer(q_heads * 256 * (head_dim + 2) * 4, label="partials")
         table = device.create_buffer(16, label="no rope table")
         caches = [device.create_buffer(context * row_bytes, label=f"cache {i}") for i in range(2 * LAYERS)]
         position = device.create_buffer(16, UNIFORM_USAGE, label="position")
@@ -60,7 +73,7 @@ async def main():
             times = []
             for whole_row in (True, False):
                 pipeline = whole_row_pipeline if whole_row else split_pipeline
-                layer_params = struct.pack("<5If", 1, q_heads, kv_heads, chunk, 1 if whole_row else splits, 1 / 8)
+                layer_params = struct.pack("<5If", 1, q_heads, kv_heads, chunk, 1 if whole_row else splits, head_dim**-0.5)
                 device.write_buffer(params, layer_params)
                 recorder = device.record()
                 for _ in range(STEPS):
@@ -74,21 +87,20 @@ async def main():
                 times.append(await best_submit_seconds(device, recorder) / (STEPS * LAYERS) * 1e6)
             print(f"  {keys:5} keys: {times[0]:6.1f}; {times[1]:6.1f} ({splits} splits)")
     if "subgroups" in device.features:
-        await prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, constants)
+        await prefill(device, kernels)
 
 
-async def prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, constants):
+async def prefill(device, kernels):
     """A prefill's attention at position 0, µs per layer: whole_row, main split by
     split_grid (+ combine), and tiled, over LAYERS layers' caches, PREFILL_CALLS calls."""
-    source = QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
-    tiled_pipeline = await device.compute_pipeline(source, "sdpa.tiled", "tiled", constants)
     rows_most = max(PREFILL_ROWS)
-    for geometry, (q_heads, kv_heads) in GEOMETRIES.items():
-        row_bytes = kv_heads * HEAD_DIM * 4
-        q = device.create_buffer(rows_most * q_heads * HEAD_DIM * 4, label="q")
+    for geometry, (q_heads, kv_heads, head_dim) in GEOMETRIES.items():
+        combine_pipeline = kernels[head_dim]["combine"]
+        row_bytes = kv_heads * head_dim * 4
+        q = device.create_buffer(rows_most * q_heads * head_dim * 4, label="q")
         new = device.create_buffer(rows_most * row_bytes, label="k, v")
-        out = device.create_buffer(rows_most * q_heads * HEAD_DIM * 4, label="out")
-        partials = device.create_buffer(rows_most * q_heads * 8 * (HEAD_DIM + 2) * 4, label="partials")
+        out = device.create_buffer(rows_most * q_heads * head_dim * 4, label="out")
+        partials = device.create_buffer(rows_most * q_heads * 8 * (head_dim + 2) * 4, label="partials")
         table = device.create_buffer(16, label="no rope table")
         caches = [device.create_buffer(rows_most * row_bytes, label=f"cache {i}") for i in range(2 * LAYERS)]
         position = device.create_buffer_with_data(struct.pack("<4I", 0, 0, 0, 0), UNIFORM_USAGE, label="position")
@@ -98,9 +110,9 @@ async def prefill(device, split_pipeline, whole_row_pipeline, combine_pipeline, 
             chunk, splits, _ = split_grid(rows, rows * q_heads, rows_most)
             times = []
             for kernel in ("whole_row", "split", "tiled"):
-                pipeline = {"whole_row": whole_row_pipeline, "split": split_pipeline, "tiled": tiled_pipeline}[kernel]
+                pipeline = kernels[head_dim][kernel]
                 used_splits = splits if kernel == "split" else 1
-                device.write_buffer(params, struct.pack("<5If", rows, q_heads, kv_heads, chunk, used_splits, 1 / 8))
+                device.write_buffer(params, struct.pack("<5If", rows, q_heads, kv_heads, chunk, used_splits, head_dim**-0.5))
                 if kernel == "tiled":
                     grid = (kv_heads, -(-rows // (TILED_PAIRS // (q_heads // kv_heads))), 1)
                 else:

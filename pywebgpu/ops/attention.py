@@ -84,9 +84,10 @@ WHOLE_ROW_MAX_KEYS = 1024
 # once per row and head. H200 natively (`python -m devtools.attention_probe`), µs per
 # layer from position 0, the best of those two against tiled, the 1B's heads: 28.6 / 23.8
 # at 32 rows, 51 / 28 at 64, 127 / 36 at 128, 1,350 / 139 at 511; SmolLM2's: 20.2 / 25.4,
-# 38.4 / 31.9, 63 / 40, 419 / 90.
+# 38.4 / 31.9, 63 / 40, 419 / 90; Llama-3.2-3B's (24 over 8, head dim 128: blocks of 16
+# keys): 41 / 36, 65-70 / 43-49, 171-177 / 53-58, 1,921-1,958 / 245-249.
 TILED_PAIRS = 32
-TILED_MAX_HEAD_DIM = 64
+TILED_MAX_HEAD_DIM = 128  # sdpa_tiled.wgsl's staged blocks: 32 keys up to head dim 64, 16 past it
 TILED_MIN_ROWS = 64
 
 

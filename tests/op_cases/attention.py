@@ -181,6 +181,15 @@ CASES = [
     *attention_case(
         "sdpa-kv-tiled-gqa8", [(0, 70), (70, 1), (71, 64), (135, 1)], 140, q_heads=32, kv_heads=4, head_dim=16
     ),
+    # Past head dim 64 sdpa_tiled.wgsl stages blocks of 16 keys and each lane holds 8
+    # vec4 groups: head dim 100 (lanes holding 7 and 6 groups; 3 query heads per kv head,
+    # 10 rows per workgroup), and 128 (Llama-3.2-3B's; one head per kv head, 32 rows).
+    *attention_case(
+        "sdpa-kv-tiled-hd100", [(0, 70), (70, 1), (71, 64)], 136, q_heads=6, kv_heads=2, head_dim=100
+    ),
+    *attention_case(
+        "sdpa-kv-tiled-hd128", [(0, 67), (67, 1), (68, 65)], 136, q_heads=2, kv_heads=2, head_dim=128
+    ),
     # head_dim 256: the kernel's largest (4 dims per thread); a scale other than 1/sqrt(D).
     *attention_case("sdpa-kv-hd256-scale", consecutive(2, 1), 4, q_heads=2, kv_heads=1, head_dim=256, scale=0.05),
     # Unfused: update_cache ops, then llama.custom_sdpa over the caches.
