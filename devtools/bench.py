@@ -213,6 +213,7 @@ def add_measure_options(parser: argparse.ArgumentParser):
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
     parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's kernels for CPU adapters or for GPUs (default: by adapter)")
     parser.add_argument("--run-ahead", type=int, help="decode steps pywebgpu submits ahead of the host (default: as ChatSession, RUN_AHEAD_STEPS)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="pywebgpu decodes sampling at this temperature as the chat demo does (top-k 40, top-p 0.95; default 0: greedy)")
 
 
 def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
@@ -229,6 +230,7 @@ def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
         "reps": args.reps,
         "kernel_set": args.kernel_set,
         "run_ahead": args.run_ahead,
+        "temperature": args.temperature,
     }
     return measure, prompt_texts
 

@@ -41,7 +41,7 @@ async def measure(model_url, steps, kernel_set):
     position = 16
     await model.next_token_candidates(list(range(1, position + 1)), 0, k=1)
     for _ in range(4):
-        await model.start_greedy_step(position)
+        await model.start_next_step(position)
         position += 1
     # From here no step reaches the GPU: the JS call does nothing, the top-1's readback
     # (never awaited) keeps one staging buffer, and the positions cycle in the cache.
@@ -53,7 +53,7 @@ async def measure(model_url, steps, kernel_set):
 
     def step(i):
         started = time.perf_counter()
-        model.start_greedy_step(position + i % 256)
+        model.start_next_step(position + i % 256)
         return time.perf_counter() - started
 
     result = {"back_to_back": sum(step(i) for i in range(steps)) / steps}

@@ -19,6 +19,7 @@ from collections import deque
 from statistics import median
 
 from pywebgpu.gpu import Recorder
+from pywebgpu.llm import Sampler, SamplingParams
 from pywebgpu.llm.chat import RUN_AHEAD_STEPS
 from pywebgpu.runtime import HostTensor
 
@@ -65,19 +66,28 @@ async def _step(model, tokens, position, clock):
     return candidates[0][1], _now() - started
 
 
-async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS):
-    """`count` greedy decode steps from `position`, as ChatSession decodes greedily: the
-    steps run `run_ahead` ahead of the host (each takes its token on the GPU from the
-    step before). Returns (tokens, wall s for all, host s per submitted step, of which
-    s in device.submit, dispatches of the last step)."""
+def chat_sampling(temperature: float) -> SamplingParams:
+    """The chat demo's sampling (web/chat-worker.mjs) at `temperature`, seeded."""
+    return SamplingParams(temperature=temperature, top_k=40, top_p=0.95, seed=0)
+
+
+async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0):
+    """`count` decode steps from `position`, as ChatSession decodes without a repetition
+    penalty: the steps run `run_ahead` ahead of the host (each takes its token on the GPU
+    from the step before: the top 1, or with a `temperature` the token drawn from the
+    top k there, chat_sampling's). Returns (tokens, wall s for all, host s per submitted
+    step, of which s in device.submit, dispatches of the last step)."""
+    sampling = chat_sampling(temperature)
+    draw = Sampler(sampling).draw if temperature > 0 else lambda: None
+    k = sampling.candidates_needed
     tokens, hosts, submits = [], [], []
     started = _now()
-    steps = deque([model.start_next_token_candidates([first_token], position, k=1)])
+    steps = deque([model.start_next_token_candidates([first_token], position, k=k, draw=draw())])
     submitted = 1
-    while steps:
+    while steps or submitted < count:  # run_ahead 0: each step submitted after the last's readback
         while submitted < count and len(steps) <= run_ahead:
             submitting = _now()
-            steps.append(model.start_greedy_step(position + submitted))
+            steps.append(model.start_next_step(position + submitted, k, draw()))
             hosts.append(_now() - submitting)
             submits.append(clock.seconds)
             submitted += 1
@@ -131,12 +141,12 @@ async def profile_ops(model, tokens, position) -> dict:
     return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
 
-async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None) -> dict:
+async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None, temperature=0.0) -> dict:
     """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
-    first token) and `decode_tokens` greedy steps after a prompt of each
-    `decode_contexts` length (tok/s, host ms per token, GPU ms per token where the adapter
-    has timestamp queries), decoding `run_ahead` steps ahead of the host (None: as
-    ChatSession); medians over `reps`."""
+    first token) and `decode_tokens` steps after a prompt of each `decode_contexts` length
+    (tok/s, host ms per token, GPU ms per token where the adapter has timestamp queries),
+    greedy or with a `temperature` sampled as the chat demo samples, decoding `run_ahead`
+    steps ahead of the host (None: as ChatSession); medians over `reps`."""
     run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
     device = model.graph.device
     clock = _SubmitClock(device)
@@ -160,6 +170,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         "gpu_memory_bytes": device.allocated_bytes,
         "dispatches_per_prefill_call": prefill_dispatches,
         "decode_run_ahead_steps": run_ahead,
+        "decode_temperature": temperature,
         "prefill": {},
         "decode": {},
     }
@@ -183,7 +194,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         first, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, submit_ms, generated = [], [], [], None
         for rep in range(reps):
-            generated, seconds, hosts, submits, dispatches = await _decode(model, first, context, decode_tokens, clock, run_ahead)
+            generated, seconds, hosts, submits, dispatches = await _decode(model, first, context, decode_tokens, clock, run_ahead, temperature)
             speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
             submit_ms.append(1000 * median(submits))
@@ -227,6 +238,7 @@ async def load_and_measure(manifest_location, config: dict, pte_data=None, log=p
         config["reps"],
         log,
         config.get("run_ahead"),
+        config.get("temperature", 0.0),
     )
     result["load_s"] = load_s
     return result

@@ -9,7 +9,7 @@ import torch
 
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
-from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
+from topk_cases import DRAW_CASES, TOP_K_CASES, case_logits, check_draws, check_top_k, draw_points, expected_top_k
 from widen_cases import WIDEN_COUNTS, check_widened, widen_case
 from test_gpu_native import check_gpu_timer, expected_pattern_sha256
 
@@ -147,6 +147,15 @@ def test_top_k_matches_torch(programs, kernel_set):
         logits = case_logits(n)
         got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids), kernel_set)
         check_top_k(got, expected_top_k(logits, k, penalty, ids))
+
+
+@pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
+def test_top_k_draws_match_torch(programs, kernel_set):
+    for n, k, temperature, top_p in DRAW_CASES:
+        logits = case_logits(n)
+        points = draw_points(logits, k, temperature, top_p)
+        got = programs.call("gpu_programs", "top_k_draws", logits.numpy().tobytes(), k, temperature, top_p, points, kernel_set)
+        check_draws(got, logits, k, temperature, top_p, points)
 
 
 def test_widen_f16_matches_torch(programs):

@@ -6,7 +6,16 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_long_trace, tiny_llama_trace
+from llama_fixtures import (
+    DRAW_K,
+    PROGRAMS,
+    check_decode_resizes,
+    check_draw_trace,
+    check_run,
+    tiny_llama_draw_trace,
+    tiny_llama_long_trace,
+    tiny_llama_trace,
+)
 
 
 # float16: the program exported with force_fp16, run with float32 tensors (its constants
@@ -42,3 +51,14 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
     folder = str(tmp_path_factory.getbasetemp())
     traces = {ks: tiny_llama_long_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
     run_and_check(python_page, "tiny_llama_long.pte", traces)
+
+
+def test_tiny_llama_sampled_run_ahead(python_page, tmp_path_factory):
+    """Sampled decoding run ahead of the host (each call's token drawn on the GPU, each
+    step taking the last one's there), both kernel sets, against eager PyTorch's draws."""
+    trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()))
+    (python_page.server.files_dir / "tiny_llama_draws.pte").write_bytes(trace.pte)
+    python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    for kernel_set in ("cpu", "gpu"):
+        args = ["/files/tiny_llama_draws.pte", trace.prefill, trace.draws, DRAW_K, kernel_set]
+        check_draw_trace(trace, python_page.call("graph_programs", "draw_from_url", *args))

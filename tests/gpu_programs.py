@@ -188,6 +188,25 @@ async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=(), kernel_set="gpu"
     return [list(pair) for pair in await reducer.picks(picks, k)]
 
 
+async def top_k_draws(logits_bytes, k, temperature, top_p, points, kernel_set="gpu"):
+    """Tokens drawn from the top k of a logits row on the GPU (topk.wgsl's sample_pick),
+    one per uniform in `points`; returns [[value, index], ...] (None where nothing was
+    drawn)."""
+    from pywebgpu.ops.topk import Draw, TopK
+
+    d = await device()
+    logits = d.create_buffer_with_data(logits_bytes, label="logits")
+    n = len(logits_bytes) // 4
+    reducer = TopK(d, logits, n, kernel_set)
+    await reducer.build()
+    draws = []
+    for u in points:
+        recorder = reducer.prepare(n, k, draw=Draw(temperature, top_p, u))
+        drawn = await reducer.picks(d.submit(recorder, read=reducer.result_bytes(k, drawn=True)), 1)
+        draws.append(list(drawn[0]) if drawn else None)
+    return draws
+
+
 async def widen_f16(half_bytes, count):
     """`count` float16 values widened to float32 on the GPU (an f16 program's constants);
     returns the float32 bytes."""

@@ -60,6 +60,45 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
     }
 
 
+async def run_graph_drawing(data, prefill, draws, k, kernel_set=None, run_ahead=2):
+    """Load `data`, then sample as ChatSession does ahead of the host: the prefill (a
+    run's inputs) and one decode step per further draw, every call drawing its token from
+    its top k on the GPU (`draws`: [temperature, top_p, u] per call), each step taking
+    the last call's token there, `run_ahead` steps submitted before the host awaits the
+    oldest. Returns the drawn [value, id] per call."""
+    from pywebgpu.ops.topk import Draw
+
+    device = await _get_device()
+    registry.FORCE_KERNEL_SET = kernel_set
+    try:
+        graph = await load(device, data)
+        await graph.build_top_k()
+        tokens, position = (_host(*x) for x in prefill)
+        pending = [graph.submit_top_k(tokens, position, k=k, draw=Draw(*draws[0]))]
+        drawn, at = [], tokens.shape[1]
+        for draw in draws[1:]:
+            if len(pending) > run_ahead:
+                drawn.append(await pending.pop(0))
+            placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
+            pending.append(graph.submit_top_k(placeholder, step_position, k=k, token_from_last_run=True, draw=Draw(*draw)))
+            at += 1
+        for step in pending:
+            drawn.append(await step)
+    finally:
+        registry.FORCE_KERNEL_SET = None
+    return [list(pairs[0]) for pairs in drawn]
+
+
+async def draw_from_url(url, prefill, draws, k, kernel_set):
+    """In the page: run_graph_drawing on the .pte at `url`."""
+    import js
+
+    response = await js.fetch(url)
+    if not response.ok:
+        raise RuntimeError(f"fetching {url}: HTTP {response.status}")
+    return await run_graph_drawing(await response.arrayBuffer(), prefill, draws, k, kernel_set)
+
+
 def _noting_resizes(op, resized):
     resize = op.resize
 

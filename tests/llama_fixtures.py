@@ -1,8 +1,9 @@
 """A tiny 4-bit Llama (random weights, 2 layers, grouped-query attention) exported with
 export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
 at position 0, then 10 greedy decode steps; and, from an export that takes longer calls, a
-call of 70 tokens after the prefill and a decode step. Shared by the native and browser
-tests. Also
+call of 70 tokens after the prefill and a decode step; and the tokens sampled decoding
+draws after the prefill (each from the top k of eager's logits, at the uniforms a seeded
+generator gives). Shared by the native and browser tests. Also
 exported with force_fp16 (every float tensor float16), whose eager module then holds the
 program's float16 constants (export_tools' EagerLlama), computed in f32 as pywebgpu does,
 with float16 KV caches as pywebgpu's kernels for GPUs keep them, or f32 ones as its
@@ -10,11 +11,14 @@ kernels for CPU adapters do."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import torch
+
+from topk_cases import expected_draw
 
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
@@ -116,6 +120,61 @@ def _trace(export, force_fp16: bool, kernel_set: str, calls) -> LlamaTrace:
             logits.append(eager.forward(tokens, position).float().reshape(1, -1))
         position += len(tokens)
     return LlamaTrace(export.pte_path.read_bytes(), runs, logits)
+
+
+# Sampled decoding as ChatSession runs it ahead: every call draws its token from the top
+# DRAW_K of its logits on the GPU at a uniform the host drew (DRAW_SEED's generator), and
+# each decode step takes the last call's token there.
+DRAW_K = 8
+DRAW_TEMPERATURE = 0.7
+DRAW_TOP_P = 0.9
+DRAW_SEED = 5
+DRAW_STEPS = 10
+# Draws compared until one whose uniform lies this close to an edge of eager's shares
+# (float32 logits may then decide otherwise and the sequences part).
+DRAW_MARGIN = 1e-3
+
+
+@dataclass
+class DrawTrace:
+    pte: bytes
+    prefill: list  # the prefill's run (as LlamaTrace.runs')
+    draws: list  # per call [temperature, top_p, u]
+    tokens: list  # eager's draw per call
+    margins: list  # expected_draw's margin per call
+
+
+@cache
+def tiny_llama_draw_trace(tmp_dir: str) -> DrawTrace:
+    """The prefill, then DRAW_STEPS decode steps of drawn tokens, on eager PyTorch."""
+    export = _tiny_llama_export(tmp_dir, False, TINY_VOCAB)
+    eager = export.eager
+    eager.reset()
+    uniforms = random.Random(DRAW_SEED)
+    draws, tokens, margins = [], [], []
+    call, position = PREFILL_TOKENS, 0
+    for _ in range(1 + DRAW_STEPS):
+        with torch.no_grad():
+            logits = eager.forward(call, position).float().reshape(-1)
+        position += len(call)
+        u = uniforms.random()
+        token, margin = expected_draw(logits, DRAW_K, DRAW_TEMPERATURE, DRAW_TOP_P, u)
+        draws.append([DRAW_TEMPERATURE, DRAW_TOP_P, u])
+        tokens.append(token)
+        margins.append(margin)
+        call = [token]
+    prefill = [_encoded(PREFILL_TOKENS, (1, len(PREFILL_TOKENS))), _encoded([0], (1,))]
+    return DrawTrace(export.pte_path.read_bytes(), prefill, draws, tokens, margins)
+
+
+def check_draw_trace(trace: DrawTrace, drawn):
+    """The GPU's drawn [value, id] per call against eager's draws, up to the first call
+    whose draw float32 may decide otherwise (DRAW_MARGIN); at least half of them."""
+    compared = next((i for i, margin in enumerate(trace.margins) if margin < DRAW_MARGIN), len(trace.margins))
+    assert compared >= len(trace.margins) // 2, trace.margins
+    assert len(drawn) == len(trace.tokens)
+    assert [token for _, token in drawn[:compared]] == trace.tokens[:compared]
+    assert len(set(trace.tokens[:compared])) > 1  # drawn, not the same token each time
 
 
 def check_decode_resizes(resized):

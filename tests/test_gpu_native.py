@@ -8,7 +8,7 @@ import torch
 
 import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
-from topk_cases import TOP_K_CASES, case_logits, check_top_k, expected_top_k
+from topk_cases import DRAW_CASES, TOP_K_CASES, case_logits, check_draws, check_top_k, draw_points, expected_top_k
 from widen_cases import WIDEN_COUNTS, check_widened, widen_case
 
 pytestmark = pytest.mark.native
@@ -98,6 +98,21 @@ def test_top_k_matches_torch(case, kernel_set):
     logits = case_logits(n)
     got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids), kernel_set))
     check_top_k(got, expected_top_k(logits, k, penalty, ids))
+
+
+@pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
+@pytest.mark.parametrize("case", DRAW_CASES, ids=str)
+def test_top_k_draws_match_torch(case, kernel_set):
+    n, k, temperature, top_p = case
+    logits = case_logits(n)
+    points = draw_points(logits, k, temperature, top_p)
+    got = run(gpu_programs.top_k_draws(logits.numpy().tobytes(), k, temperature, top_p, points, kernel_set))
+    check_draws(got, logits, k, temperature, top_p, points)
+
+
+def test_top_k_draws_nothing_from_nan_logits():
+    logits = torch.full((3000,), float("nan"))
+    assert run(gpu_programs.top_k_draws(logits.numpy().tobytes(), 8, 1.0, 1.0, [0.5])) == [None]
 
 
 @pytest.mark.parametrize("count", WIDEN_COUNTS)

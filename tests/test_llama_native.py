@@ -6,7 +6,16 @@ import asyncio
 import pytest
 
 import graph_programs
-from llama_fixtures import PROGRAMS, check_decode_resizes, check_run, tiny_llama_long_trace, tiny_llama_trace
+from llama_fixtures import (
+    DRAW_K,
+    PROGRAMS,
+    check_decode_resizes,
+    check_draw_trace,
+    check_run,
+    tiny_llama_draw_trace,
+    tiny_llama_long_trace,
+    tiny_llama_trace,
+)
 
 pytestmark = pytest.mark.native
 
@@ -33,6 +42,15 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     check_run(trace, kernel_set, answer)
+
+
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_tiny_llama_sampled_run_ahead(tmp_path_factory, kernel_set):
+    """Sampled decoding run ahead of the host: each call's token drawn on the GPU, each
+    step taking the last one's there, against eager PyTorch's draws at the same uniforms."""
+    trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()))
+    drawn = asyncio.run(graph_programs.run_graph_drawing(trace.pte, trace.prefill, trace.draws, DRAW_K, kernel_set))
+    check_draw_trace(trace, drawn)
 
 
 def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):

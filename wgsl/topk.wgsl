@@ -3,7 +3,8 @@
 // workgroup picks the top k of all chunks' candidates (merge_top_k). Every round picks
 // the largest (value, index) pair ordered strictly after the previous pick, so nothing
 // is written back or masked. apply_penalty rescales a few logits in place first
-// (repetition penalty, as in CTRL / Hugging Face).
+// (repetition penalty, as in CTRL / Hugging Face). sample_pick then may draw a token from
+// the k picks (sampled decoding, see there).
 
 struct Params {
   n: u32,          // logits in the row
@@ -206,4 +207,64 @@ fn merge_top_k_lanes(
     previous_value = bv;
     previous_index = bi;
   }
+}
+
+// --- sample_pick: a token drawn from the top k on the GPU -------------------------------
+// So that sampled decoding runs ahead of the host as greedy decoding does (the next step
+// takes the token on the GPU, the host learns it later), the draw llm/sampling.py's
+// Sampler.pick makes, with the uniform draw.u in [0, 1) the host drew for this step:
+// weights exp((logit - largest) / temperature) over the k picks; kept, the shortest
+// prefix whose share of their total reaches top_p; the pick, the first kept one whose
+// running sum of weights exceeds u times the kept ones' total (the last kept one if
+// rounding leaves none). Written to result[K_MAX]; (NEG_INF, none) if no pick is finite.
+struct Draw {
+  temperature: f32,
+  top_p: f32,
+  u: f32,
+}
+
+@group(0) @binding(8) var<uniform> draw: Draw;
+
+fn draw_weight(i: u32, largest: f32) -> f32 {
+  return exp((bitcast<f32>(result[i].x) - largest) / draw.temperature);
+}
+
+@compute @workgroup_size(1)
+fn sample_pick() {
+  var picks = 0u;  // finite ones: merge_top_k marks missing picks with no index
+  while (picks < p.k && result[picks].y != 0xffffffffu) {
+    picks++;
+  }
+  if (picks == 0u) {
+    result[K_MAX] = vec2<u32>(bitcast<u32>(NEG_INF), 0xffffffffu);
+    return;
+  }
+  let largest = bitcast<f32>(result[0].x);
+  var total = 0.0;
+  for (var i = 0u; i < picks; i++) {
+    total += draw_weight(i, largest);
+  }
+  var kept = 0u;
+  var kept_total = 0.0;
+  var share = 0.0;
+  for (var i = 0u; i < picks; i++) {
+    let weight = draw_weight(i, largest);
+    kept++;
+    kept_total += weight;
+    share += weight / total;
+    if (share >= draw.top_p) {
+      break;
+    }
+  }
+  let point = draw.u * kept_total;
+  var chosen = kept - 1u;
+  var running = 0.0;
+  for (var i = 0u; i < kept; i++) {
+    running += draw_weight(i, largest);
+    if (running > point) {
+      chosen = i;
+      break;
+    }
+  }
+  result[K_MAX] = result[chosen];
 }

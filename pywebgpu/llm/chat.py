@@ -4,11 +4,14 @@ The KV cache holds the tokens of the conversation so far; a new turn prefills on
 its prompt adds after the longest prefix already in the cache (past turns are not
 prefilled again), then decodes one token per program call.
 
-Greedy decoding without a repetition penalty runs ahead: the next RUN_AHEAD_STEPS steps
-are submitted, each taking its input token on the GPU from the step before's top-1,
+Decoding without a repetition penalty runs ahead: the next RUN_AHEAD_STEPS steps are
+submitted, each taking its input token on the GPU from the step before's pick (its top 1,
+or when sampling the token drawn from its top k on the GPU, at a uniform the host drew),
 before the host waits for this step's readback, so the GPU does not idle through the
 round trip. A step submitted past the end of the reply (EOS, a stop string, cancel) only
-writes the cache past what `_cached_tokens` records, which later turns overwrite.
+writes the cache past what `_cached_tokens` records, which later turns overwrite. With a
+repetition penalty each step's penalized tokens include the last one, so the host picks
+each token and then submits the next step.
 """
 
 from __future__ import annotations
@@ -81,9 +84,14 @@ class ChatSession:
         hold = max((len(s) for s in stop), default=1) - 1
         stats["stop_reason"] = "max_tokens"
         decode_started = None
-        run_ahead = sampling.greedy and sampling.repetition_penalty == 1.0
+        run_ahead = sampling.repetition_penalty == 1.0
+        # Run ahead, every sampled token is drawn on the GPU (a step takes the last one's):
+        # a call's result is then that one token.
+        drawn_on_gpu = run_ahead and not sampling.greedy
+        draw = sampler.draw if drawn_on_gpu else lambda: None
+        k = sampling.candidates_needed
         step = model.start_next_token_candidates(
-            to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
+            to_feed, len(fed), k, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed, draw()
         )
         ahead = deque()  # the steps after `step`, already submitted
         try:
@@ -93,10 +101,10 @@ class ChatSession:
                     position = next_position + len(ahead)
                     if position + 1 >= model.max_context or stats["decode_tokens"] + len(ahead) + 1 >= max_tokens:
                         break
-                    ahead.append(model.start_greedy_step(position))
+                    ahead.append(model.start_next_step(position, k, draw()))
                 candidates = await step
                 fed.extend(to_feed)
-                token = sampler.pick(candidates)
+                token = sampler.drawn(candidates) if drawn_on_gpu else sampler.pick(candidates)
                 if decode_started is None:
                     decode_started = time.perf_counter()
                     stats["time_to_first_token_s"] = decode_started - started
@@ -128,7 +136,7 @@ class ChatSession:
                     step = ahead.popleft()
                 else:
                     step = model.start_next_token_candidates(
-                        to_feed, len(fed), sampling.candidates_needed, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed
+                        to_feed, len(fed), k, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed, draw()
                     )
         finally:
             for unused in ahead:

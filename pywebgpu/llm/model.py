@@ -113,12 +113,13 @@ class LanguageModel:
         await graph.build_top_k()
         return cls(graph, tokenizer, manifest)
 
-    async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=()):
+    async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """Feed `tokens` at `position` (prefill in chunks the program accepts) and return
-        the top-k (logit, id) candidates for the token after them."""
-        return await self.start_next_token_candidates(tokens, position, k, penalty, penalized_ids)
+        the top-k (logit, id) candidates for the token after them; with a `draw`
+        (ops.topk.Draw), the one candidate drawn from them on the GPU."""
+        return await self.start_next_token_candidates(tokens, position, k, penalty, penalized_ids, draw)
 
-    def start_next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=()):
+    def start_next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """next_token_candidates' work submitted now; returns an awaitable of its result."""
         if not tokens:
             raise ValueError("no tokens to feed")
@@ -130,14 +131,16 @@ class LanguageModel:
             if start + len(chunk) < len(tokens):
                 self.graph.submit(*inputs)  # an earlier chunk: only its KV cache entries matter
             else:
-                return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
+                return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids, draw=draw)
 
-    def start_greedy_step(self, position: int):
-        """Decode, at `position`, the token the last submitted step picked greedily (its
-        top-1), without the host knowing that token yet: the GPU copies it into this
-        step's input. Returns an awaitable of this step's top-1 [(logit, id)]. Submitting
-        it before awaiting the last step keeps the GPU busy while the host waits."""
+    def start_next_step(self, position: int, k: int = 1, draw=None):
+        """Decode, at `position`, the token the last submitted call picked on the GPU (its
+        top 1, or the token it drew), without the host knowing that token yet: the GPU
+        copies it into this step's input. Returns an awaitable of this step's top-1
+        [(logit, id)], or with a `draw` (ops.topk.Draw) of the token drawn from its top k.
+        Submitting it before awaiting the last call keeps the GPU busy while the host
+        waits."""
         if position + 1 > self.max_context:
             raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
         inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
-        return self.graph.submit_top_k(*inputs, k=1, token_from_last_run=True)
+        return self.graph.submit_top_k(*inputs, k=k, token_from_last_run=True, draw=draw)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 from dataclasses import dataclass
 
-from ..ops.topk import K_MAX
+from ..ops.topk import K_MAX, Draw
 
 
 @dataclass
@@ -40,6 +42,10 @@ class SamplingParams:
 
 
 class Sampler:
+    """Draws a reply's tokens: on the host from the candidates the GPU hands back (pick),
+    or on the GPU (draw: the uniform to draw the next token at), one uniform from the
+    seeded generator per token either way."""
+
     def __init__(self, params: SamplingParams):
         self.params = params
         self.rng = random.Random(params.seed)
@@ -50,16 +56,34 @@ class Sampler:
             raise ValueError("no candidate tokens (all logits were NaN?)")
         if self.params.greedy:
             return candidates[0][1]
-        top = candidates[: self.params.top_k]
-        scaled = [logit / self.params.temperature for logit, _ in top]
-        largest = scaled[0]
-        weights = [math.exp(s - largest) for s in scaled]
-        total = sum(weights)
-        probabilities = [w / total for w in weights]
-        kept, cumulative = 0, 0.0
-        for p in probabilities:  # the smallest prefix whose mass reaches top_p
-            kept += 1
-            cumulative += p
-            if cumulative >= self.params.top_p:
-                break
-        return self.rng.choices([token for _, token in top[:kept]], weights=probabilities[:kept])[0]
+        return draw_token(candidates[: self.params.top_k], self.params.temperature, self.params.top_p, self.rng.random())
+
+    def drawn(self, result: list[tuple[float, int]]) -> int:
+        """The token id of a draw made on the GPU, from its result ([(logit, id)])."""
+        if not result:
+            raise ValueError("no candidate tokens (all logits were NaN?)")
+        return result[0][1]
+
+    def draw(self) -> Draw:
+        """The next token's draw, made on the GPU from its top k (sampled decoding run
+        ahead of the host): what pick would do with the same uniform."""
+        return Draw(self.params.temperature, self.params.top_p, self.rng.random())
+
+
+def draw_token(candidates: list[tuple[float, int]], temperature: float, top_p: float, u: float) -> int:
+    """The token at the uniform `u` in [0, 1) of the softmax at `temperature` over
+    `candidates` ((logit, id), largest first) cut to its top_p nucleus: weights
+    exp((logit - largest) / temperature); kept, the shortest prefix whose share of their
+    total reaches top_p; the first kept one whose running sum of weights exceeds u times
+    the kept ones' total. (wgsl/topk.wgsl's sample_pick draws the same way on the GPU.)"""
+    largest = candidates[0][0]
+    weights = [math.exp((logit - largest) / temperature) for logit, _ in candidates]
+    total = sum(weights)
+    kept, share = 0, 0.0
+    for weight in weights:
+        kept += 1
+        share += weight / total
+        if share >= top_p:
+            break
+    running = list(itertools.accumulate(weights[:kept]))
+    return candidates[min(bisect.bisect_right(running, u * running[-1]), kept - 1)][1]

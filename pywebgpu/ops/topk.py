@@ -1,5 +1,7 @@
 """The top k logits of a row, chosen on the GPU (kernel: wgsl/topk.wgsl), so a generated
-token costs a readback of k (value, index) pairs instead of the whole vocabulary.
+token costs a readback of k (value, index) pairs instead of the whole vocabulary; and,
+for sampled decoding, a token drawn from them on the GPU (`Draw`), so that the next step
+can take it there before the host has read it.
 
 Not a graph op: the runtime appends it after a graph's logits output (GraphRuntime.top_k).
 """
@@ -7,7 +9,9 @@ Not a graph op: the runtime appends it after a graph's logits output (GraphRunti
 from __future__ import annotations
 
 import array
+import math
 import struct
+from dataclasses import dataclass
 
 from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Buffer, Device, GPUError, linear_grid
 from ..kernels import load_wgsl
@@ -26,6 +30,24 @@ CHUNK = 2048
 LANE_CHUNK = 512
 LANE_THREADS = 4
 LANE_LOOP_ITERATIONS = 32768
+
+
+@dataclass(frozen=True)
+class Draw:
+    """A token to draw from the top k on the GPU (topk.wgsl's sample_pick): softmax at
+    `temperature` over the k, cut to the top_p nucleus, at the uniform `u` in [0, 1)."""
+
+    temperature: float
+    top_p: float
+    u: float
+
+    def __post_init__(self):
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise GPUError(f"top-k draw: temperature must be positive and finite, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise GPUError(f"top-k draw: top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.u < 1:
+            raise GPUError(f"top-k draw: u must be in [0, 1), got {self.u}")
 
 
 def lane_levels(chunks: int, k: int) -> list[tuple[int, int]]:
@@ -48,8 +70,10 @@ class TopK:
         self.chunk = LANE_CHUNK if self.lanes else CHUNK  # logits per first-pass chunk
         groups = -(-max_n // self.chunk)
         self.candidates = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.candidates")
-        self.result = device.create_buffer(8 * K_MAX, STORAGE_USAGE, "top_k.result")
+        # The k picks, then at K_MAX the drawn one (sample_pick's).
+        self.result = device.create_buffer(8 * (K_MAX + 1), STORAGE_USAGE, "top_k.result")
         self.params = device.create_buffer(32, UNIFORM_USAGE, "top_k.params")
+        self.draw_params = device.create_buffer(16, UNIFORM_USAGE, "top_k.draw")
         if self.lanes:
             # Merge levels read and write candidates and `merged` in turn, the last `result`.
             self.merged = device.create_buffer(8 * groups * K_MAX, STORAGE_USAGE, "top_k.merged")
@@ -61,6 +85,7 @@ class TopK:
         self._recorder = None
         self._recorded_grids = None
         self._feed = None
+        self._drew = False  # whether the last prepared run draws a token (its pick to feed)
 
     async def build(self):
         source = load_wgsl("topk")
@@ -69,15 +94,18 @@ class TopK:
         self.chunk_pass = await self.device.compute_pipeline(source, "top_k.chunk", chunk, constants)
         self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", merge, constants)
         self.penalty_pass = await self.device.compute_pipeline(source, "top_k.penalty", "apply_penalty", constants)
+        self.sample_pass = await self.device.compute_pipeline(source, "top_k.sample", "sample_pick", constants)
         bind = self.device.bind_group
         self.chunk_group = bind(self.chunk_pass, {0: self.logits, 1: self.candidates, 2: self.params})
         if not self.lanes:
             self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
         self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.penalized_ids})
+        self.sample_group = bind(self.sample_pass, {2: self.params, 3: self.result, 8: self.draw_params})
 
-    def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=()):
+    def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=(), draw: Draw | None = None):
         """Write the parameters for the first `n` logits and return the recorder of the
-        passes to submit after the logits' producer (the same one while the passes are)."""
+        passes to submit after the logits' producer (the same one while the passes are).
+        With a `draw`, the passes end by drawing a token from the k picks."""
         if not 1 <= k <= K_MAX:
             raise GPUError(f"top-k: k must be between 1 and {K_MAX}, got {k}")
         if not 1 <= n <= self.max_n:
@@ -91,9 +119,12 @@ class TopK:
             self._last_params = params
         if ids:
             self.device.write_buffer(self.penalized_ids, array.array("I", ids))
+        if draw is not None:
+            self.device.write_buffer(self.draw_params, struct.pack("<3f4x", draw.temperature, draw.top_p, draw.u))
+        self._drew = draw is not None
         chunks = -(-n // self.chunk)
         levels = lane_levels(chunks, k) if self.lanes else []
-        grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels)
+        grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels, self._drew)
         if grids != self._recorded_grids:
             self._recorder = self.device.record()
             if ids:
@@ -103,6 +134,8 @@ class TopK:
                 self._record_lane_levels(levels)
             else:
                 self._recorder.dispatch(self.merge_pass, self.merge_group, 1)
+            if self._drew:
+                self._recorder.dispatch(self.sample_pass, self.sample_group, 1)
             self._recorded_grids = grids
         return self._recorder
 
@@ -117,18 +150,20 @@ class TopK:
                 bind_group = self._level_groups[i, last] = self.device.bind_group(self.merge_pass, buffers)
             self._recorder.dispatch(self.merge_pass, bind_group, *linear_grid(-(-lists // group), LANE_THREADS))
 
-    def feed_first_pick(self, destination: Buffer):
-        """A recorder that copies the last run's top-1 token id (u32) into the first
-        word of `destination` (a graph's token input), for a next step the host does not
-        wait for."""
-        if self._feed is None or self._feed.commands[0][3] is not destination:
+    def feed_pick(self, destination: Buffer):
+        """A recorder that copies the last prepared run's token id (u32) — its top 1, or
+        the one it drew — into the first word of `destination` (a graph's token input),
+        for a next step the host does not wait for."""
+        offset = 8 * K_MAX + 4 if self._drew else 4  # (value, id) pairs: the id's word
+        if self._feed is None or self._feed.commands[0][3] is not destination or self._feed.commands[0][2] != offset:
             self._feed = self.device.record()
-            self._feed.copy(self.result, destination, 4, src_offset=4)  # (value, id) pairs: id 0's word
+            self._feed.copy(self.result, destination, 4, src_offset=offset)
         return self._feed
 
-    def result_bytes(self, k: int) -> tuple:
-        """(buffer, offset, size) of the k picks, for Device.submit's `read`."""
-        return self.result, 0, 8 * k
+    def result_bytes(self, k: int, drawn: bool = False) -> tuple:
+        """(buffer, offset, size) of the k picks, or of the drawn one, for Device.submit's
+        `read`."""
+        return (self.result, 8 * K_MAX, 8) if drawn else (self.result, 0, 8 * k)
 
     @staticmethod
     async def picks(pending, k: int) -> list[tuple[float, int]]:

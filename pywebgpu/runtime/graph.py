@@ -526,13 +526,15 @@ class GraphRuntime:
         await self.build_top_k()
         return await self.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids)
 
-    def submit_top_k(self, *inputs, k: int = 1, penalty: float = 1.0, penalized_ids=(), token_from_last_run=False):
+    def submit_top_k(self, *inputs, k: int = 1, penalty: float = 1.0, penalized_ids=(), token_from_last_run=False, draw=None):
         """execute_top_k's work submitted now; returns an awaitable of its result, so
         that a next run can be submitted before the host waits for this one.
 
-        With `token_from_last_run`, the first element of input 0 (a [1, 1] token input)
-        is the last run's top-1 index, copied on the GPU: the value given for it is only
-        a placeholder."""
+        With a `draw` (ops.topk.Draw), the result is instead the one (value, index) pair
+        drawn from the top k on the GPU (sampled decoding). With `token_from_last_run`,
+        the first element of input 0 (a [1, 1] token input) is the last run's top-1 index,
+        or the one it drew, copied on the GPU: the value given for it is only a
+        placeholder."""
         if self._top_k is None:
             raise GPUError("build_top_k() the graph before submit_top_k")
         tokens = self.inputs[0]
@@ -544,11 +546,14 @@ class GraphRuntime:
         if token_from_last_run:
             if tokens is None or tokens.sizes != (1, 1):
                 raise GPUError("feeding the last run's token needs a [1, 1] token input")
-            first = [self._top_k.feed_first_pick(tokens.buffer)]
+            first = [self._top_k.feed_pick(tokens.buffer)]
         picks = self.device.submit(
-            *first, schedule, self._top_k.prepare(logits.numel, k, penalty, penalized_ids), read=self._top_k.result_bytes(k)
+            *first,
+            schedule,
+            self._top_k.prepare(logits.numel, k, penalty, penalized_ids, draw),
+            read=self._top_k.result_bytes(k, drawn=draw is not None),
         )
-        return self._top_k.picks(picks, k)
+        return self._top_k.picks(picks, 1 if draw is not None else k)
 
     async def build_top_k(self):
         """Make the top-k reducer over the first output (once; execute_top_k does it)."""
