@@ -1,6 +1,7 @@
 """The chat demo (web/index.html) in headless Chromium with the bundled SmolLM2-135M 4-bit
 model: greedy replies equal eager PyTorch's, Stop, multi-turn KV reuse, the Cache API,
-damaged model files and missing WebGPU.
+damaged model files and missing WebGPU; and ChatSession's sampled replies (tokens drawn
+on the GPU) against eager PyTorch's draws at the same uniforms.
 
 One page serves the chat tests in order (the model loads once); SwiftShader decodes
 slowly, so replies are kept to a few tokens.
@@ -8,6 +9,7 @@ slowly, so replies are kept to a few tokens.
 
 import functools
 import json
+import random
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 from conftest import open_page
 
 from devtools.bundle import WEB
+from topk_cases import expected_draw
 
 MAX_TOKENS = 16
 LOAD_TIMEOUT_MS = 300_000
@@ -42,11 +45,11 @@ def _eager():
     return build_bundled_eager()
 
 
-@functools.lru_cache(maxsize=None)
-def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> str:
-    """The greedy reply to a one-question chat: ChatML prompt through Jinja and HF
-    tokenizers (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch
-    up to EOS or `max_tokens` tokens, as ChatSession.send counts them."""
+def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose):
+    """The reply to a one-question chat: ChatML prompt through Jinja and HF tokenizers
+    (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch, each
+    token `choose(logits)`'s (token, margin), up to EOS or `max_tokens` tokens, as
+    ChatSession.send counts them. Returns (tokens, margins, HF tokenizers' decode)."""
     import jinja2
     from tokenizers import Tokenizer
 
@@ -59,19 +62,27 @@ def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> s
     eos = {token["id"] for token in manifest["special_tokens"]["eos"]}
     model = _eager()
     model.reset()
-    position, reply = 0, []
+    position, reply, margins = 0, [], []
     for start in range(0, len(ids), model.max_prefill_tokens):
         chunk = ids[start : start + model.max_prefill_tokens]
         logits = model(chunk, position)
         position += len(chunk)
     while len(reply) < max_tokens:
-        token = int(logits.argmax())
+        token, margin = choose(logits.reshape(-1).float())
+        margins.append(margin)
         if token in eos:
             break
         reply.append(token)
         logits = model([token], position)
         position += 1
-    return tokenizer.decode(reply, skip_special_tokens=False)
+    return reply, margins, lambda tokens: tokenizer.decode(tokens, skip_special_tokens=False)
+
+
+@functools.lru_cache(maxsize=None)
+def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> str:
+    """The greedy reply (eager_reply's text)."""
+    reply, _, decode = eager_reply(manifest_path, question, max_tokens, lambda logits: (int(logits.argmax()), 1.0))
+    return decode(reply)
 
 
 # --- the page ------------------------------------------------------------------------------
@@ -269,3 +280,39 @@ def test_missing_webgpu_is_explained(chromium, web_server, bundled_model, script
     # Nothing heavy starts on a browser that cannot run the model.
     assert not [url for url in requests if url.endswith((".pte", "chat-worker.mjs"))]
     context.close()
+
+
+# ChatSession sampling as the demo does at a temperature, seeded: every token drawn on the
+# GPU from the top k at the uniforms of the seed's generator, the steps run ahead.
+SAMPLING = {"temperature": 0.5, "top_k": 40, "top_p": 0.9, "seed": 3}
+# Draws compared until one whose uniform lies this close to an edge of eager's shares
+# (float32 logits may then decide otherwise and the replies part).
+DRAW_MARGIN = 1e-3
+
+SAMPLED_REPLY_SOURCE = """
+from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
+
+async def sampled_reply(manifest_url, question, sampling, max_tokens):
+    chat = ChatSession(await LanguageModel.load(manifest_url))
+    pieces = [piece async for piece in chat.send(question, sampling=SamplingParams(**sampling), max_tokens=max_tokens)]
+    return {"text": "".join(pieces), "stats": chat.stats}
+"""
+
+
+def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model):
+    question = "Tell me about the sea."
+    uniforms = random.Random(SAMPLING["seed"])
+    top = (SAMPLING["top_k"], SAMPLING["temperature"], SAMPLING["top_p"])
+    reply, margins, decode = eager_reply(
+        bundled_model, question, MAX_TOKENS, lambda logits: expected_draw(logits, *top, uniforms.random())
+    )
+    python_page.load_module("chat_programs", SAMPLED_REPLY_SOURCE)
+    answer = python_page.call("chat_programs", "sampled_reply", f"/models/{bundled_model.name}", question, SAMPLING, MAX_TOKENS)
+    compared = next((i for i, margin in enumerate(margins) if margin < DRAW_MARGIN), len(margins))
+    assert compared >= MAX_TOKENS // 2, margins
+    if compared == len(margins):
+        assert answer["text"] == decode(reply)
+        assert answer["stats"]["decode_tokens"] == len(reply)
+    else:
+        assert answer["text"].startswith(decode(reply[:compared]).rstrip("\ufffd"))
+    assert len(set(reply[:compared])) > 1
