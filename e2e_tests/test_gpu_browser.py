@@ -143,8 +143,8 @@ def test_resubmit_replaced_commands(programs):
 
 @pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
 def test_top_k_matches_torch(programs, kernel_set):
-    for n, k, penalty, ids in TOP_K_CASES:
-        logits = case_logits(n)
+    for n, k, penalty, ids, layout in TOP_K_CASES:
+        logits = case_logits(n, layout=layout)
         got = programs.call("gpu_programs", "top_k", logits.numpy().tobytes(), k, penalty, list(ids), kernel_set)
         check_top_k(got, expected_top_k(logits, k, penalty, ids))
 

@@ -94,8 +94,8 @@ def test_resubmit_replaced_commands():
 @pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
 @pytest.mark.parametrize("case", TOP_K_CASES, ids=str)
 def test_top_k_matches_torch(case, kernel_set):
-    n, k, penalty, ids = case
-    logits = case_logits(n)
+    n, k, penalty, ids, layout = case
+    logits = case_logits(n, layout=layout)
     got = run(gpu_programs.top_k(logits.numpy().tobytes(), k, penalty, list(ids), kernel_set))
     check_top_k(got, expected_top_k(logits, k, penalty, ids))
 

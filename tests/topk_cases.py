@@ -4,29 +4,40 @@ and browser tests)."""
 
 import torch
 
-# (vocabulary size, k, repetition penalty, penalized ids)
+# (vocabulary size, k, repetition penalty, penalized ids, layout of the logits: see
+# case_logits)
 TOP_K_CASES = [
-    (49152, 1, 1.0, ()),
-    (49152, 40, 1.0, ()),
-    (128256, 64, 1.0, ()),
-    (37, 5, 1.0, ()),
-    (5000, 10, 1.3, (3, 17, 4095, 4999)),
+    (49152, 1, 1.0, (), "shuffled"),
+    (49152, 40, 1.0, (), "shuffled"),
+    (128256, 64, 1.0, (), "shuffled"),
+    (37, 5, 1.0, (), "shuffled"),
+    (5000, 10, 1.3, (3, 17, 4095, 4999), "shuffled"),
+    (49152, 40, 1.0, (), "rising"),
+    (49152, 40, 1.0, (), "ties"),
 ]
 
 
-def case_logits(n, seed=0):
-    # Distinct values (a permutation scaled) so the expected order is unique; the largest
-    # are spread over many chunks.
+def case_logits(n, seed=0, layout="shuffled"):
+    """A logits row: "shuffled", distinct values (a permutation scaled), the largest
+    spread over many chunks; "rising", distinct and increasing, the largest all in the
+    last chunks; "ties", 64 values each repeated, shuffled (picks among equal logits go
+    by index)."""
     generator = torch.Generator().manual_seed(seed)
-    return (torch.randperm(n, generator=generator).float() - n / 2) / 97.0
+    order = torch.randperm(n, generator=generator).float()
+    if layout == "rising":
+        order = torch.arange(n).float()
+    elif layout == "ties":
+        order = torch.floor(order * 64 / n) * (n / 64)
+    return (order - n / 2) / 97.0
 
 
 def expected_top_k(logits, k, penalty, penalized_ids):
+    """The k largest, ties in index order (a stable sort)."""
     logits = logits.clone().double()
     for i in set(penalized_ids):
         logits[i] = logits[i] / penalty if logits[i] > 0 else logits[i] * penalty
-    values, indices = torch.topk(logits, k)
-    return [[float(v), int(i)] for v, i in zip(values, indices)]
+    values, indices = torch.sort(logits, descending=True, stable=True)
+    return [[float(v), int(i)] for v, i in zip(values[:k], indices[:k])]
 
 
 def check_top_k(got, want):

@@ -12,6 +12,7 @@ struct Params {
   chunk: u32,      // logits per first-pass workgroup
   n_penalized: u32,
   penalty: f32,
+  bounded: u32,    // chunk_top_k_lanes: 1 if lane_threshold ran
 }
 
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
@@ -123,9 +124,11 @@ fn apply_penalty(@builtin(global_invocation_id) gid: vec3<u32>) {
 // There a workgroup's invocations run one SIMD batch after another and every barrier
 // switches between all of them: chunk_top_k, a workgroup of 256 per 2,048 logits with 8
 // barriers per pick, made the top 40 of 49,152 logits take SwiftShader 89 ms (the top 1:
-// 4.3 ms). Here each invocation picks the top k of its own chunk of p.chunk logits, k
-// scans of it (chunk_top_k_lanes), in the order above taken without branches (`&` and `|`
-// do not short-circuit, and SwiftShader runs a branch under a lane mask anyway); then
+// 4.3 ms). Here each invocation picks the top k of its own chunk of p.chunk logits, up to
+// k scans of it (chunk_top_k_lanes), in the order above taken without branches (`&` and
+// `|` do not short-circuit, and SwiftShader runs a branch under a lane mask anyway),
+// stopping at the first pick below a threshold no top-k logit is below (see
+// chunk_max_lanes: most chunks hold none of the top k, so most stop after one scan); then
 // each invocation of merge_top_k_lanes merges `level.group` of the lists of k candidates
 // into one, level after level until one is left. (Loops stay short: llvmpipe stops a loop
 // after 65,535 iterations; a merge of 96 lists of 40 by one invocation, 153,600
@@ -140,6 +143,60 @@ fn takes(v: f32, i: u32, pv: f32, pi: u32, bv: f32, bi: u32) -> bool {
   return after_previous & better_than_best;
 }
 
+// Each chunk's largest logit, then (lane_threshold) the k-th largest of those: at least k
+// logits reach it, so none of the top k lies below it. With fewer chunks than k there is
+// no such bound: NEG_INF. chunk_top_k_lanes reads it at chunk_maxima[chunks] if
+// p.bounded (topk.py runs these two passes for k >= LANE_BOUND_MIN_K only: for fewer
+// picks the scans they save cost less than their dispatches).
+@group(0) @binding(9) var<storage, read_write> chunk_maxima: array<f32>;
+
+fn lane_chunk(group: vec3<u32>, groups: vec3<u32>, thread: u32) -> u32 {
+  return (group.x + group.y * groups.x) * LANE_THREADS + thread;
+}
+
+// Grid: as chunk_top_k_lanes'.
+@compute @workgroup_size(LANE_THREADS)
+fn chunk_max_lanes(
+  @builtin(local_invocation_index) thread: u32,
+  @builtin(workgroup_id) group: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let chunk = lane_chunk(group, groups, thread);
+  let start = chunk * p.chunk;
+  if (start >= p.n) {
+    return;
+  }
+  var largest = NEG_INF;
+  for (var i = start; i < min(start + p.chunk, p.n); i++) {
+    let v = logits[i];
+    largest = select(largest, v, v > largest);  // NaN: never greater
+  }
+  chunk_maxima[chunk] = largest;
+}
+
+@compute @workgroup_size(1)
+fn lane_threshold() {
+  let chunks = (p.n + p.chunk - 1u) / p.chunk;
+  var previous_value = NEG_INF;
+  if (chunks >= p.k) {
+    previous_value = 3.0e38;
+    var previous_index = 0xffffffffu;
+    for (var round = 0u; round < p.k; round++) {
+      var bv = NEG_INF;
+      var bi = 0xffffffffu;
+      for (var c = 0u; c < chunks; c++) {
+        let v = chunk_maxima[c];
+        let take = takes(v, c, previous_value, previous_index, bv, bi);
+        bv = select(bv, v, take);
+        bi = select(bi, c, take);
+      }
+      previous_value = bv;
+      previous_index = bi;
+    }
+  }
+  chunk_maxima[chunks] = previous_value;
+}
+
 // Grid: (x, y) flatten ceil(chunks / LANE_THREADS) workgroups.
 @compute @workgroup_size(LANE_THREADS)
 fn chunk_top_k_lanes(
@@ -147,22 +204,28 @@ fn chunk_top_k_lanes(
   @builtin(workgroup_id) group: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let chunk = (group.x + group.y * groups.x) * LANE_THREADS + thread;
+  let chunk = lane_chunk(group, groups, thread);
   let start = chunk * p.chunk;
   if (start >= p.n) {
     return;
   }
   let end = min(start + p.chunk, p.n);
+  let threshold = select(NEG_INF, chunk_maxima[(p.n + p.chunk - 1u) / p.chunk], p.bounded != 0u);
   var previous_value = 3.0e38;
   var previous_index = 0xffffffffu;
+  var done = false;  // past the chunk's logits at or above the threshold: no more picks
   for (var round = 0u; round < p.k; round++) {
     var bv = NEG_INF;
     var bi = 0xffffffffu;
-    for (var i = start; i < end; i++) {
-      let v = logits[i];
-      let take = (v == v) & takes(v, i, previous_value, previous_index, bv, bi);
-      bv = select(bv, v, take);
-      bi = select(bi, i, take);
+    if (!done) {
+      for (var i = start; i < end; i++) {
+        let v = logits[i];
+        let take = (v == v) & takes(v, i, previous_value, previous_index, bv, bi);
+        bv = select(bv, v, take);
+        bi = select(bi, i, take);
+      }
+      done = bv < threshold;
+      bi = select(bi, 0xffffffffu, done);
     }
     candidates[chunk * p.k + round] = vec2<u32>(bitcast<u32>(bv), bi);
     previous_value = bv;
