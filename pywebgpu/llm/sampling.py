@@ -75,7 +75,7 @@ def draw_token(candidates: list[tuple[float, int]], temperature: float, top_p: f
     `candidates` ((logit, id), largest first) cut to its top_p nucleus: weights
     exp((logit - largest) / temperature); kept, the shortest prefix whose share of their
     total reaches top_p; the first kept one whose running sum of weights exceeds u times
-    the kept ones' total. (wgsl/topk.wgsl's sample_pick draws the same way on the GPU.)"""
+    the kept ones' total. (A `Draw` makes the same draw on the GPU.)"""
     largest = candidates[0][0]
     weights = [math.exp((logit - largest) / temperature) for logit, _ in candidates]
     total = sum(weights)
