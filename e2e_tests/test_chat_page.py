@@ -18,7 +18,10 @@ import pytest
 from conftest import open_page
 
 from devtools.bundle import WEB
+from llama_fixtures import penalized
 from topk_cases import expected_draw
+
+from pywebgpu.ops.topk import PENALIZED_MAX
 
 MAX_TOKENS = 16
 LOAD_TIMEOUT_MS = 300_000
@@ -45,11 +48,12 @@ def _eager():
     return build_bundled_eager()
 
 
-def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose):
+def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0):
     """The reply to a one-question chat: ChatML prompt through Jinja and HF tokenizers
     (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch, each
-    token `choose(logits)`'s (token, margin), up to EOS or `max_tokens` tokens, as
-    ChatSession.send counts them. Returns (tokens, margins, HF tokenizers' decode)."""
+    token `choose(logits)`'s (token, margin) after a repetition `penalty` on the last
+    PENALIZED_MAX tokens fed, up to EOS or `max_tokens` tokens, as ChatSession.send
+    counts them. Returns (tokens, margins, HF tokenizers' decode)."""
     import jinja2
     from tokenizers import Tokenizer
 
@@ -68,7 +72,7 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose):
         logits = model(chunk, position)
         position += len(chunk)
     while len(reply) < max_tokens:
-        token, margin = choose(logits.reshape(-1).float())
+        token, margin = choose(penalized(logits.reshape(-1).float(), (ids + reply)[-PENALIZED_MAX:], penalty))
         margins.append(margin)
         if token in eos:
             break
@@ -299,15 +303,19 @@ async def sampled_reply(manifest_url, question, sampling, max_tokens):
 """
 
 
-def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model):
+@pytest.mark.parametrize("penalty", [1.0, 1.3])
+def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, penalty):
+    """Each token drawn on the GPU, the steps run ahead; with a repetition penalty, its
+    window of recent tokens growing on the GPU."""
     question = "Tell me about the sea."
     uniforms = random.Random(SAMPLING["seed"])
     top = (SAMPLING["top_k"], SAMPLING["temperature"], SAMPLING["top_p"])
     reply, margins, decode = eager_reply(
-        bundled_model, question, MAX_TOKENS, lambda logits: expected_draw(logits, *top, uniforms.random())
+        bundled_model, question, MAX_TOKENS, lambda logits: expected_draw(logits, *top, uniforms.random()), penalty
     )
+    sampling = {**SAMPLING, "repetition_penalty": penalty}
     python_page.load_module("chat_programs", SAMPLED_REPLY_SOURCE)
-    answer = python_page.call("chat_programs", "sampled_reply", f"/models/{bundled_model.name}", question, SAMPLING, MAX_TOKENS)
+    answer = python_page.call("chat_programs", "sampled_reply", f"/models/{bundled_model.name}", question, sampling, MAX_TOKENS)
     compared = next((i for i, margin in enumerate(margins) if margin < DRAW_MARGIN), len(margins))
     assert compared >= MAX_TOKENS // 2, margins
     if compared == len(margins):

@@ -7,7 +7,7 @@ import pytest
 
 import graph_programs
 from llama_fixtures import (
-    DRAW_K,
+    DRAW_RUNS,
     PROGRAMS,
     check_decode_resizes,
     check_draw_trace,
@@ -53,12 +53,14 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
     run_and_check(python_page, "tiny_llama_long.pte", traces)
 
 
-def test_tiny_llama_sampled_run_ahead(python_page, tmp_path_factory):
-    """Sampled decoding run ahead of the host (each call's token drawn on the GPU, each
-    step taking the last one's there), both kernel sets, against eager PyTorch's draws."""
-    trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()))
-    (python_page.server.files_dir / "tiny_llama_draws.pte").write_bytes(trace.pte)
+def test_tiny_llama_run_ahead_sampled_or_penalized(python_page, tmp_path_factory):
+    """Decoding run ahead of the host (each step taking the last call's token on the GPU),
+    sampled and/or with a repetition penalty, both kernel sets, against eager PyTorch."""
+    folder = str(tmp_path_factory.getbasetemp())
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    for kernel_set in ("cpu", "gpu"):
-        args = ["/files/tiny_llama_draws.pte", trace.prefill, trace.draws, DRAW_K, kernel_set]
-        check_draw_trace(trace, python_page.call("graph_programs", "draw_from_url", *args))
+    for temperature, penalty in DRAW_RUNS:
+        trace = tiny_llama_draw_trace(folder, temperature, penalty)
+        (python_page.server.files_dir / "tiny_llama_draws.pte").write_bytes(trace.pte)
+        for kernel_set in ("cpu", "gpu"):
+            args = ["/files/tiny_llama_draws.pte", trace.prefill, trace.draws, trace.k, trace.penalty, kernel_set]
+            check_draw_trace(trace, python_page.call("graph_programs", "draw_from_url", *args))

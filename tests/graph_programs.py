@@ -60,13 +60,17 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
     }
 
 
-async def run_graph_drawing(data, prefill, draws, k, kernel_set=None, run_ahead=2):
-    """Load `data`, then sample as ChatSession does ahead of the host: the prefill (a
-    run's inputs) and one decode step per further draw, every call drawing its token from
-    its top k on the GPU (`draws`: [temperature, top_p, u] per call), each step taking
-    the last call's token there, `run_ahead` steps submitted before the host awaits the
-    oldest. Returns the drawn [value, id] per call."""
+async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=None, run_ahead=2):
+    """Load `data`, then decode as ChatSession does ahead of the host: the prefill (a
+    run's inputs, whose tokens a repetition `penalty` starts its window with) and one
+    decode step per further call, every call's token its top 1 or drawn from its top k on
+    the GPU (`draws`: [temperature, top_p, u] or None per call), each step taking the last
+    call's token there, `run_ahead` steps submitted before the host awaits the oldest.
+    Returns the [value, id] of each call's token."""
     from pywebgpu.ops.topk import Draw
+
+    def drawing(draw):
+        return None if draw is None else Draw(*draw)
 
     device = await _get_device()
     registry.FORCE_KERNEL_SET = kernel_set
@@ -74,13 +78,15 @@ async def run_graph_drawing(data, prefill, draws, k, kernel_set=None, run_ahead=
         graph = await load(device, data)
         await graph.build_top_k()
         tokens, position = (_host(*x) for x in prefill)
-        pending = [graph.submit_top_k(tokens, position, k=k, draw=Draw(*draws[0]))]
+        window = list(tokens.values)
+        pending = [graph.submit_top_k(tokens, position, k=k, penalty=penalty, penalized_ids=window, draw=drawing(draws[0]))]
         drawn, at = [], tokens.shape[1]
         for draw in draws[1:]:
             if len(pending) > run_ahead:
                 drawn.append(await pending.pop(0))
             placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
-            pending.append(graph.submit_top_k(placeholder, step_position, k=k, token_from_last_run=True, draw=Draw(*draw)))
+            step = graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw))
+            pending.append(step)
             at += 1
         for step in pending:
             drawn.append(await step)
@@ -89,14 +95,14 @@ async def run_graph_drawing(data, prefill, draws, k, kernel_set=None, run_ahead=
     return [list(pairs[0]) for pairs in drawn]
 
 
-async def draw_from_url(url, prefill, draws, k, kernel_set):
+async def draw_from_url(url, prefill, draws, k, penalty, kernel_set):
     """In the page: run_graph_drawing on the .pte at `url`."""
     import js
 
     response = await js.fetch(url)
     if not response.ok:
         raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-    return await run_graph_drawing(await response.arrayBuffer(), prefill, draws, k, kernel_set)
+    return await run_graph_drawing(await response.arrayBuffer(), prefill, draws, k, penalty, kernel_set)
 
 
 def _noting_resizes(op, resized):

@@ -122,16 +122,19 @@ def _trace(export, force_fp16: bool, kernel_set: str, calls) -> LlamaTrace:
     return LlamaTrace(export.pte_path.read_bytes(), runs, logits)
 
 
-# Sampled decoding as ChatSession runs it ahead: every call draws its token from the top
-# DRAW_K of its logits on the GPU at a uniform the host drew (DRAW_SEED's generator), and
-# each decode step takes the last call's token there.
+# Decoding as ChatSession runs it ahead, each decode step taking the last call's token on
+# the GPU: greedy (temperature 0: the top 1), or sampled (every call drawing its token
+# from the top DRAW_K of its logits on the GPU at a uniform the host drew, DRAW_SEED's
+# generator); with a repetition penalty the window of tokens fed grows on the GPU too.
+# (temperature, repetition penalty) of the traces the tests run:
+DRAW_RUNS = [(0.7, 1.0), (0.7, 1.3), (0.0, 1.3)]
 DRAW_K = 8
-DRAW_TEMPERATURE = 0.7
 DRAW_TOP_P = 0.9
 DRAW_SEED = 5
 DRAW_STEPS = 10
-# Draws compared until one whose uniform lies this close to an edge of eager's shares
-# (float32 logits may then decide otherwise and the sequences part).
+# Calls compared until one that float32 logits may decide otherwise and the sequences
+# part: a uniform this close to an edge of eager's shares, or (greedy) the two largest
+# logits this close.
 DRAW_MARGIN = 1e-3
 
 
@@ -139,42 +142,63 @@ DRAW_MARGIN = 1e-3
 class DrawTrace:
     pte: bytes
     prefill: list  # the prefill's run (as LlamaTrace.runs')
-    draws: list  # per call [temperature, top_p, u]
-    tokens: list  # eager's draw per call
-    margins: list  # expected_draw's margin per call
+    k: int
+    penalty: float
+    draws: list  # per call [temperature, top_p, u], or None (greedy)
+    tokens: list  # eager's token per call
+    margins: list  # how safely eager decided each (see DRAW_MARGIN)
+
+
+def penalized(logits, window, penalty):
+    """CTRL's repetition penalty on the distinct tokens of `window`."""
+    logits = logits.clone()
+    for token in set(window):
+        logits[token] = logits[token] / penalty if logits[token] > 0 else logits[token] * penalty
+    return logits
 
 
 @cache
-def tiny_llama_draw_trace(tmp_dir: str) -> DrawTrace:
-    """The prefill, then DRAW_STEPS decode steps of drawn tokens, on eager PyTorch."""
+def tiny_llama_draw_trace(tmp_dir: str, temperature: float, penalty: float) -> DrawTrace:
+    """The prefill, then DRAW_STEPS decode steps, on eager PyTorch."""
+    from pywebgpu.ops.topk import PENALIZED_MAX
+
     export = _tiny_llama_export(tmp_dir, False, TINY_VOCAB)
     eager = export.eager
     eager.reset()
     uniforms = random.Random(DRAW_SEED)
-    draws, tokens, margins = [], [], []
+    draws, tokens, margins, fed = [], [], [], []
     call, position = PREFILL_TOKENS, 0
     for _ in range(1 + DRAW_STEPS):
         with torch.no_grad():
             logits = eager.forward(call, position).float().reshape(-1)
         position += len(call)
-        u = uniforms.random()
-        token, margin = expected_draw(logits, DRAW_K, DRAW_TEMPERATURE, DRAW_TOP_P, u)
-        draws.append([DRAW_TEMPERATURE, DRAW_TOP_P, u])
+        fed += call
+        logits = penalized(logits, fed[-PENALIZED_MAX:], penalty)
+        if temperature > 0:
+            u = uniforms.random()
+            token, margin = expected_draw(logits, DRAW_K, temperature, DRAW_TOP_P, u)
+            draws.append([temperature, DRAW_TOP_P, u])
+        else:
+            top = torch.topk(logits, 2)
+            token, margin = int(top.indices[0]), float(top.values[0] - top.values[1])
+            draws.append(None)
         tokens.append(token)
         margins.append(margin)
         call = [token]
     prefill = [_encoded(PREFILL_TOKENS, (1, len(PREFILL_TOKENS))), _encoded([0], (1,))]
-    return DrawTrace(export.pte_path.read_bytes(), prefill, draws, tokens, margins)
+    k = DRAW_K if temperature > 0 else 1
+    return DrawTrace(export.pte_path.read_bytes(), prefill, k, penalty, draws, tokens, margins)
 
 
 def check_draw_trace(trace: DrawTrace, drawn):
-    """The GPU's drawn [value, id] per call against eager's draws, up to the first call
-    whose draw float32 may decide otherwise (DRAW_MARGIN); at least half of them."""
+    """The GPU's [value, id] per call (its top 1 or its draw) against eager's tokens, up
+    to the first call that float32 may decide otherwise (DRAW_MARGIN); at least half of
+    them."""
     compared = next((i for i, margin in enumerate(trace.margins) if margin < DRAW_MARGIN), len(trace.margins))
     assert compared >= len(trace.margins) // 2, trace.margins
     assert len(drawn) == len(trace.tokens)
     assert [token for _, token in drawn[:compared]] == trace.tokens[:compared]
-    assert len(set(trace.tokens[:compared])) > 1  # drawn, not the same token each time
+    assert len(set(trace.tokens[:compared])) > 1  # not the same token each time
 
 
 def check_decode_resizes(resized):

@@ -7,7 +7,7 @@ import pytest
 
 import graph_programs
 from llama_fixtures import (
-    DRAW_K,
+    DRAW_RUNS,
     PROGRAMS,
     check_decode_resizes,
     check_draw_trace,
@@ -44,13 +44,15 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
     check_run(trace, kernel_set, answer)
 
 
+@pytest.mark.parametrize("temperature, penalty", DRAW_RUNS)
 @pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
-def test_tiny_llama_sampled_run_ahead(tmp_path_factory, kernel_set):
-    """Sampled decoding run ahead of the host: each call's token drawn on the GPU, each
-    step taking the last one's there, against eager PyTorch's draws at the same uniforms."""
-    trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()))
-    drawn = asyncio.run(graph_programs.run_graph_drawing(trace.pte, trace.prefill, trace.draws, DRAW_K, kernel_set))
-    check_draw_trace(trace, drawn)
+def test_tiny_llama_run_ahead_sampled_or_penalized(tmp_path_factory, kernel_set, temperature, penalty):
+    """Decoding run ahead of the host, each step taking the last call's token on the GPU:
+    sampled (each token drawn on the GPU) and/or with a repetition penalty (its window of
+    tokens growing on the GPU), against eager PyTorch at the same uniforms and penalty."""
+    trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()), temperature, penalty)
+    args = (trace.pte, trace.prefill, trace.draws, trace.k, trace.penalty, kernel_set)
+    check_draw_trace(trace, asyncio.run(graph_programs.run_graph_drawing(*args)))
 
 
 def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):

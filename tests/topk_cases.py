@@ -12,6 +12,9 @@ TOP_K_CASES = [
     (128256, 64, 1.0, (), "shuffled"),
     (37, 5, 1.0, (), "shuffled"),
     (5000, 10, 1.3, (3, 17, 4095, 4999), "shuffled"),
+    # Penalized ids among the top 10, repeated (each penalized once: twice would move it
+    # further down), one past the vocabulary (ignored).
+    (5000, 10, 1.001, (4999, 4996, 4999, 5000, 4996, 4990), "rising"),
     (49152, 40, 1.0, (), "rising"),
     (49152, 40, 1.0, (), "ties"),
 ]
@@ -32,9 +35,10 @@ def case_logits(n, seed=0, layout="shuffled"):
 
 
 def expected_top_k(logits, k, penalty, penalized_ids):
-    """The k largest, ties in index order (a stable sort)."""
+    """The k largest, ties in index order (a stable sort), after the penalty on the
+    distinct penalized ids within the row."""
     logits = logits.clone().double()
-    for i in set(penalized_ids):
+    for i in set(penalized_ids) & set(range(len(logits))):
         logits[i] = logits[i] / penalty if logits[i] > 0 else logits[i] * penalty
     values, indices = torch.sort(logits, descending=True, stable=True)
     return [[float(v), int(i)] for v, i in zip(values[:k], indices[:k])]

@@ -3,14 +3,15 @@
 // workgroup picks the top k of all chunks' candidates (merge_top_k). Every round picks
 // the largest (value, index) pair ordered strictly after the previous pick, so nothing
 // is written back or masked. apply_penalty rescales a few logits in place first
-// (repetition penalty, as in CTRL / Hugging Face). sample_pick then may draw a token from
+// (repetition penalty, as in CTRL / Hugging Face): those of the tokens in a window of the
+// last tokens fed, which append_pick extends on the GPU. sample_pick may draw a token from
 // the k picks (sampled decoding, see there).
 
 struct Params {
   n: u32,          // logits in the row
   k: u32,          // picks wanted (<= K_MAX)
   chunk: u32,      // logits per first-pass workgroup
-  n_penalized: u32,
+  drawn: u32,      // append_pick: 1 if sample_pick drew the token, 0: the top 1
   penalty: f32,
   bounded: u32,    // chunk_top_k_lanes: 1 if lane_threshold ran
 }
@@ -20,9 +21,13 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 @group(0) @binding(3) var<storage, read_write> result: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> penalized_logits: array<f32>;
-@group(0) @binding(5) var<storage, read> penalized_ids: array<u32>;
+// The tokens fed, a ring of RING ids, then the count ever written (the next slot is
+// count % RING). The penalty's window: the last min(count, WINDOW) of them.
+@group(0) @binding(5) var<storage, read_write> history: array<u32>;
 
 override K_MAX: u32 = 64u;
+override RING: u32 = 512u;  // topk.py's 2 * PENALIZED_MAX
+override WINDOW: u32 = 256u;  // topk.py's PENALIZED_MAX
 const THREADS: u32 = 256u;
 const NEG_INF: f32 = -3.0e38;  // below every finite f32 logit we can meet; WGSL has no inf literal
 
@@ -108,16 +113,35 @@ fn merge_top_k(@builtin(local_invocation_index) thread: u32) {
   }
 }
 
+// A thread per place in the window; each token once, at its last place there.
+// Grid: WINDOW / 64 workgroups.
 @compute @workgroup_size(64)
 fn apply_penalty(@builtin(global_invocation_id) gid: vec3<u32>) {
-  if (gid.x >= p.n_penalized) {
+  let count = history[RING];
+  let length = min(count, WINDOW);
+  if (gid.x >= length) {
     return;
   }
-  let i = penalized_ids[gid.x];
+  let at = count - length + gid.x;
+  let i = history[at % RING];
+  for (var later = at + 1u; later < count; later++) {
+    if (history[later % RING] == i) {
+      return;
+    }
+  }
   if (i < p.n) {
     let v = penalized_logits[i];
     penalized_logits[i] = select(v * p.penalty, v / p.penalty, v > 0.0);
   }
+}
+
+// The run's token (its top 1, or the one sample_pick drew) appended to the window: the
+// next step, which takes that token on the GPU, penalizes it too.
+@compute @workgroup_size(1)
+fn append_pick() {
+  let count = history[RING];
+  history[count % RING] = result[select(0u, K_MAX, p.drawn != 0u)].y;
+  history[RING] = count + 1u;
 }
 
 // --- for CPU adapters (SwiftShader, lavapipe): a first pass with no barriers ------------

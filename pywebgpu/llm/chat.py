@@ -4,14 +4,13 @@ The KV cache holds the tokens of the conversation so far; a new turn prefills on
 its prompt adds after the longest prefix already in the cache (past turns are not
 prefilled again), then decodes one token per program call.
 
-Decoding without a repetition penalty runs ahead: the next RUN_AHEAD_STEPS steps are
-submitted, each taking its input token on the GPU from the step before's pick (its top 1,
-or when sampling the token drawn from its top k on the GPU, at a uniform the host drew),
-before the host waits for this step's readback, so the GPU does not idle through the
-round trip. A step submitted past the end of the reply (EOS, a stop string, cancel) only
-writes the cache past what `_cached_tokens` records, which later turns overwrite. With a
-repetition penalty each step's penalized tokens include the last one, so the host picks
-each token and then submits the next step.
+Decoding runs ahead: the next RUN_AHEAD_STEPS steps are submitted, each taking its input
+token on the GPU from the step before's pick (its top 1, or when sampling the token drawn
+from its top k on the GPU, at a uniform the host drew; a repetition penalty's window of
+recent tokens grows on the GPU too), before the host waits for this step's readback, so
+the GPU does not idle through the round trip. A step submitted past the end of the reply
+(EOS, a stop string, cancel) only writes the cache past what `_cached_tokens` records,
+which later turns overwrite.
 """
 
 from __future__ import annotations
@@ -84,24 +83,21 @@ class ChatSession:
         hold = max((len(s) for s in stop), default=1) - 1
         stats["stop_reason"] = "max_tokens"
         decode_started = None
-        run_ahead = sampling.repetition_penalty == 1.0
-        # Run ahead, every sampled token is drawn on the GPU (a step takes the last one's):
-        # a call's result is then that one token.
-        drawn_on_gpu = run_ahead and not sampling.greedy
+        # Every sampled token is drawn on the GPU (a step takes the last one's there): a
+        # call's result is then that one token.
+        drawn_on_gpu = not sampling.greedy
         draw = sampler.draw if drawn_on_gpu else lambda: None
-        k = sampling.candidates_needed
-        step = model.start_next_token_candidates(
-            to_feed, len(fed), k, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed, draw()
-        )
+        k, penalty = sampling.candidates_needed, sampling.repetition_penalty
+        step = model.start_next_token_candidates(to_feed, len(fed), k, penalty, (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:], draw())
         ahead = deque()  # the steps after `step`, already submitted
         try:
             while True:
                 next_position = len(fed) + len(to_feed)  # where `step`'s token goes
-                while run_ahead and len(ahead) < RUN_AHEAD_STEPS:
+                while len(ahead) < RUN_AHEAD_STEPS:
                     position = next_position + len(ahead)
                     if position + 1 >= model.max_context or stats["decode_tokens"] + len(ahead) + 1 >= max_tokens:
                         break
-                    ahead.append(model.start_next_step(position, k, draw()))
+                    ahead.append(model.start_next_step(position, k, draw(), penalty))
                 candidates = await step
                 fed.extend(to_feed)
                 token = sampler.drawn(candidates) if drawn_on_gpu else sampler.pick(candidates)
@@ -135,9 +131,7 @@ class ChatSession:
                 if ahead:
                     step = ahead.popleft()
                 else:
-                    step = model.start_next_token_candidates(
-                        to_feed, len(fed), k, sampling.repetition_penalty, fed[-PENALIZED_MAX:] + to_feed, draw()
-                    )
+                    step = model.start_next_token_candidates(to_feed, len(fed), k, penalty, (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:], draw())
         finally:
             for unused in ahead:
                 await unused  # steps past the reply: their readbacks are collected, tokens unused

@@ -133,14 +133,15 @@ class LanguageModel:
             else:
                 return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids, draw=draw)
 
-    def start_next_step(self, position: int, k: int = 1, draw=None):
+    def start_next_step(self, position: int, k: int = 1, draw=None, penalty: float = 1.0):
         """Decode, at `position`, the token the last submitted call picked on the GPU (its
         top 1, or the token it drew), without the host knowing that token yet: the GPU
         copies it into this step's input. Returns an awaitable of this step's top-1
         [(logit, id)], or with a `draw` (ops.topk.Draw) of the token drawn from its top k.
-        Submitting it before awaiting the last call keeps the GPU busy while the host
-        waits."""
+        A repetition `penalty` applies to the last call's penalized tokens and that one
+        (the last call must have had the penalty). Submitting it before awaiting the last
+        call keeps the GPU busy while the host waits."""
         if position + 1 > self.max_context:
             raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
         inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
-        return self.graph.submit_top_k(*inputs, k=k, token_from_last_run=True, draw=draw)
+        return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, token_from_last_run=True, draw=draw)

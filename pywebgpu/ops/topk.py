@@ -17,7 +17,8 @@ from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Buffer, Device, GPUError, linear
 from ..kernels import load_wgsl
 
 K_MAX = 64
-PENALIZED_MAX = 256
+PENALIZED_MAX = 256  # tokens in a repetition penalty's window (a multiple of 64)
+HISTORY_RING = 2 * PENALIZED_MAX
 # Logits per first-pass workgroup: enough workgroups to fill a GPU, few enough candidates
 # (n / CHUNK * k) for the single merging workgroup.
 CHUNK = 2048
@@ -86,7 +87,9 @@ class TopK:
             most_levels = len(lane_levels(groups, K_MAX))
             self.level_params = [device.create_buffer(16, UNIFORM_USAGE, f"top_k.level{i}") for i in range(most_levels)]
             self._level_groups = {}  # (level, last) -> bind group
-        self.penalized_ids = device.create_buffer(4 * PENALIZED_MAX, STORAGE_USAGE, "top_k.penalized_ids")
+        # The penalty's window of tokens fed: a ring of HISTORY_RING ids, then their count.
+        self.history = device.create_buffer(4 * (HISTORY_RING + 1), STORAGE_USAGE, "top_k.history")
+        self._window = False  # whether the last run appended its token to a penalty's window
         self._last_params = None
         self._recorder = None
         self._recorded_grids = None
@@ -95,12 +98,13 @@ class TopK:
 
     async def build(self):
         source = load_wgsl("topk")
-        constants = {"K_MAX": K_MAX}
+        constants = {"K_MAX": K_MAX, "RING": HISTORY_RING, "WINDOW": PENALIZED_MAX}
         chunk, merge = ("chunk_top_k_lanes", "merge_top_k_lanes") if self.lanes else ("chunk_top_k", "merge_top_k")
         self.chunk_pass = await self.device.compute_pipeline(source, "top_k.chunk", chunk, constants)
         self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", merge, constants)
         self.penalty_pass = await self.device.compute_pipeline(source, "top_k.penalty", "apply_penalty", constants)
         self.sample_pass = await self.device.compute_pipeline(source, "top_k.sample", "sample_pick", constants)
+        self.append_pass = await self.device.compute_pipeline(source, "top_k.append", "append_pick", constants)
         bind = self.device.bind_group
         if self.lanes:
             self.max_pass = await self.device.compute_pipeline(source, "top_k.chunk_max", "chunk_max_lanes", constants)
@@ -111,37 +115,53 @@ class TopK:
         else:
             self.chunk_group = bind(self.chunk_pass, {0: self.logits, 1: self.candidates, 2: self.params})
             self.merge_group = bind(self.merge_pass, {1: self.candidates, 2: self.params, 3: self.result})
-        self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.penalized_ids})
+        self.penalty_group = bind(self.penalty_pass, {2: self.params, 4: self.logits, 5: self.history})
+        self.append_group = bind(self.append_pass, {2: self.params, 3: self.result, 5: self.history})
         self.sample_group = bind(self.sample_pass, {2: self.params, 3: self.result, 8: self.draw_params})
 
-    def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=(), draw: Draw | None = None):
+    def prepare(self, n: int, k: int, penalty: float = 1.0, penalized_ids=(), draw: Draw | None = None, continue_window=False):
         """Write the parameters for the first `n` logits and return the recorder of the
         passes to submit after the logits' producer (the same one while the passes are).
-        With a `draw`, the passes end by drawing a token from the k picks."""
+        With a `draw`, the passes end by drawing a token from the k picks.
+
+        A `penalty` other than 1 applies to the distinct tokens of a window, the last
+        PENALIZED_MAX tokens fed: `penalized_ids` (oldest first), or with
+        `continue_window` the last run's window and its token (top 1 or drawn), which the
+        run appended on the GPU (a step fed that token on the GPU). Such a run appends its
+        own token in turn."""
         if not 1 <= k <= K_MAX:
             raise GPUError(f"top-k: k must be between 1 and {K_MAX}, got {k}")
         if not 1 <= n <= self.max_n:
             raise GPUError(f"top-k: {n} logits, but this reducer was built for at most {self.max_n}")
         if penalty <= 0:
             raise GPUError(f"top-k: repetition penalty must be positive, got {penalty}")
-        ids = sorted(set(penalized_ids))[-PENALIZED_MAX:] if penalty != 1.0 else []
+        penalized = penalty != 1.0
+        if penalized and continue_window:
+            if not self._window:
+                raise GPUError("top-k: no window of penalized tokens to continue (the last run had no penalty)")
+            if penalized_ids:
+                raise GPUError("top-k: a continued window takes no penalized ids")
+        elif penalized:
+            ids = list(penalized_ids)[-PENALIZED_MAX:]
+            if ids:
+                self.device.write_buffer(self.history, array.array("I", ids))
+            self.device.write_buffer(self.history, struct.pack("<I", len(ids)), buffer_offset=4 * HISTORY_RING)
+        self._window = penalized
         bounded = self.lanes and k >= LANE_BOUND_MIN_K
-        params = struct.pack("<IIIIfI8x", n, k, self.chunk, len(ids), penalty, bounded)
+        params = struct.pack("<IIIIfI8x", n, k, self.chunk, draw is not None, penalty, bounded)
         if params != self._last_params:
             self.device.write_buffer(self.params, params)
             self._last_params = params
-        if ids:
-            self.device.write_buffer(self.penalized_ids, array.array("I", ids))
         if draw is not None:
             self.device.write_buffer(self.draw_params, struct.pack("<3f4x", draw.temperature, draw.top_p, draw.u))
         self._drew = draw is not None
         chunks = -(-n // self.chunk)
         levels = lane_levels(chunks, k) if self.lanes else []
-        grids = (-(-len(ids) // 64), linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels, bounded, self._drew)
+        grids = (penalized, linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels, bounded, self._drew)
         if grids != self._recorded_grids:
             self._recorder = self.device.record()
-            if ids:
-                self._recorder.dispatch(self.penalty_pass, self.penalty_group, grids[0])
+            if penalized:
+                self._recorder.dispatch(self.penalty_pass, self.penalty_group, PENALIZED_MAX // 64)
             if bounded:
                 self._recorder.dispatch(self.max_pass, self.max_group, *grids[1])
                 self._recorder.dispatch(self.threshold_pass, self.threshold_group, 1)
@@ -152,6 +172,8 @@ class TopK:
                 self._recorder.dispatch(self.merge_pass, self.merge_group, 1)
             if self._drew:
                 self._recorder.dispatch(self.sample_pass, self.sample_group, 1)
+            if penalized:
+                self._recorder.dispatch(self.append_pass, self.append_group, 1)
             self._recorded_grids = grids
         return self._recorder
 

@@ -534,7 +534,8 @@ class GraphRuntime:
         drawn from the top k on the GPU (sampled decoding). With `token_from_last_run`,
         the first element of input 0 (a [1, 1] token input) is the last run's top-1 index,
         or the one it drew, copied on the GPU: the value given for it is only a
-        placeholder."""
+        placeholder; a `penalty` then applies to the last run's penalized tokens and that
+        one (TopK.prepare's continued window)."""
         if self._top_k is None:
             raise GPUError("build_top_k() the graph before submit_top_k")
         tokens = self.inputs[0]
@@ -550,7 +551,7 @@ class GraphRuntime:
         picks = self.device.submit(
             *first,
             schedule,
-            self._top_k.prepare(logits.numel, k, penalty, penalized_ids, draw),
+            self._top_k.prepare(logits.numel, k, penalty, penalized_ids, draw, continue_window=token_from_last_run),
             read=self._top_k.result_bytes(k, drawn=draw is not None),
         )
         return self._top_k.picks(picks, 1 if draw is not None else k)
