@@ -21,6 +21,7 @@ from statistics import median
 from pywebgpu.gpu import Recorder
 from pywebgpu.llm import Sampler, SamplingParams
 from pywebgpu.llm.chat import RUN_AHEAD_STEPS
+from pywebgpu.ops.topk import PENALIZED_MAX
 from pywebgpu.runtime import HostTensor
 
 
@@ -66,28 +67,30 @@ async def _step(model, tokens, position, clock):
     return candidates[0][1], _now() - started
 
 
-def chat_sampling(temperature: float) -> SamplingParams:
-    """The chat demo's sampling (web/chat-worker.mjs) at `temperature`, seeded."""
-    return SamplingParams(temperature=temperature, top_k=40, top_p=0.95, seed=0)
+def chat_sampling(temperature: float, penalty: float = 1.0) -> SamplingParams:
+    """The chat demo's sampling (web/chat-worker.mjs) at `temperature`, seeded, with a
+    repetition `penalty`."""
+    return SamplingParams(temperature=temperature, top_k=40, top_p=0.95, repetition_penalty=penalty, seed=0)
 
 
-async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0):
-    """`count` decode steps from `position`, as ChatSession decodes without a repetition
-    penalty: the steps run `run_ahead` ahead of the host (each takes its token on the GPU
-    from the step before: the top 1, or with a `temperature` the token drawn from the
-    top k there, chat_sampling's). Returns (tokens, wall s for all, host s per submitted
-    step, of which s in device.submit, dispatches of the last step)."""
-    sampling = chat_sampling(temperature)
+async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=()):
+    """`count` decode steps from `position`, as ChatSession decodes: the steps run
+    `run_ahead` ahead of the host (each takes its token on the GPU from the step before:
+    the top 1, or with a `temperature` the token drawn from the top k there,
+    chat_sampling's; a repetition `penalty` starts from the tokens of `window`, which
+    ends with `first_token`). Returns (tokens, wall s for all, host s per submitted step,
+    of which s in device.submit, dispatches of the last step)."""
+    sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
     k = sampling.candidates_needed
     tokens, hosts, submits = [], [], []
     started = _now()
-    steps = deque([model.start_next_token_candidates([first_token], position, k=k, draw=draw())])
+    steps = deque([model.start_next_token_candidates([first_token], position, k, penalty, window, draw())])
     submitted = 1
     while steps or submitted < count:  # run_ahead 0: each step submitted after the last's readback
         while submitted < count and len(steps) <= run_ahead:
             submitting = _now()
-            steps.append(model.start_next_step(position + submitted, k, draw()))
+            steps.append(model.start_next_step(position + submitted, k, draw(), penalty))
             hosts.append(_now() - submitting)
             submits.append(clock.seconds)
             submitted += 1
@@ -141,12 +144,13 @@ async def profile_ops(model, tokens, position) -> dict:
     return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
 
-async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None, temperature=0.0) -> dict:
+async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None, temperature=0.0, penalty=1.0) -> dict:
     """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
     first token) and `decode_tokens` steps after a prompt of each `decode_contexts` length
     (tok/s, host ms per token, GPU ms per token where the adapter has timestamp queries),
-    greedy or with a `temperature` sampled as the chat demo samples, decoding `run_ahead`
-    steps ahead of the host (None: as ChatSession); medians over `reps`."""
+    greedy or with a `temperature` sampled as the chat demo samples, with a repetition
+    `penalty`, decoding `run_ahead` steps ahead of the host (None: as ChatSession);
+    medians over `reps`."""
     run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
     device = model.graph.device
     clock = _SubmitClock(device)
@@ -171,6 +175,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         "dispatches_per_prefill_call": prefill_dispatches,
         "decode_run_ahead_steps": run_ahead,
         "decode_temperature": temperature,
+        "decode_repetition_penalty": penalty,
         "prefill": {},
         "decode": {},
     }
@@ -194,7 +199,10 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         first, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, submit_ms, generated = [], [], [], None
         for rep in range(reps):
-            generated, seconds, hosts, submits, dispatches = await _decode(model, first, context, decode_tokens, clock, run_ahead, temperature)
+            window = (prompt_tokens[:context] + [first])[-PENALIZED_MAX:]
+            generated, seconds, hosts, submits, dispatches = await _decode(
+                model, first, context, decode_tokens, clock, run_ahead, temperature, penalty, window
+            )
             speeds.append(len(generated) / seconds)
             host_ms.append(1000 * median(hosts))
             submit_ms.append(1000 * median(submits))
@@ -239,6 +247,7 @@ async def load_and_measure(manifest_location, config: dict, pte_data=None, log=p
         log,
         config.get("run_ahead"),
         config.get("temperature", 0.0),
+        config.get("repetition_penalty", 1.0),
     )
     result["load_s"] = load_s
     return result
