@@ -174,7 +174,8 @@ fn takes(v: f32, i: u32, pv: f32, pi: u32, bv: f32, bi: u32) -> bool {
 // picks the scans they save cost less than their dispatches).
 @group(0) @binding(9) var<storage, read_write> chunk_maxima: array<f32>;
 
-fn lane_chunk(group: vec3<u32>, groups: vec3<u32>, thread: u32) -> u32 {
+// The invocation's index in a grid whose (x, y) flatten the workgroups.
+fn lane_index(group: vec3<u32>, groups: vec3<u32>, thread: u32) -> u32 {
   return (group.x + group.y * groups.x) * LANE_THREADS + thread;
 }
 
@@ -185,7 +186,7 @@ fn chunk_max_lanes(
   @builtin(workgroup_id) group: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let chunk = lane_chunk(group, groups, thread);
+  let chunk = lane_index(group, groups, thread);
   let start = chunk * p.chunk;
   if (start >= p.n) {
     return;
@@ -228,7 +229,7 @@ fn chunk_top_k_lanes(
   @builtin(workgroup_id) group: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let chunk = lane_chunk(group, groups, thread);
+  let chunk = lane_index(group, groups, thread);
   let start = chunk * p.chunk;
   if (start >= p.n) {
     return;
@@ -272,7 +273,7 @@ fn merge_top_k_lanes(
   @builtin(workgroup_id) group: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let list = (group.x + group.y * groups.x) * LANE_THREADS + thread;
+  let list = lane_index(group, groups, thread);
   let first = list * level.group;
   if (first >= level.lists) {
     return;
