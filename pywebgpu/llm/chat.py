@@ -88,7 +88,12 @@ class ChatSession:
         drawn_on_gpu = not sampling.greedy
         draw = sampler.draw if drawn_on_gpu else lambda: None
         k, penalty = sampling.candidates_needed, sampling.repetition_penalty
-        step = model.start_next_token_candidates(to_feed, len(fed), k, penalty, (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:], draw())
+
+        def feed():  # to_feed at its position, the penalty's window the last tokens fed
+            window = (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:]
+            return model.start_next_token_candidates(to_feed, len(fed), k, penalty, window, draw())
+
+        step = feed()
         ahead = deque()  # the steps after `step`, already submitted
         try:
             while True:
@@ -131,7 +136,7 @@ class ChatSession:
                 if ahead:
                     step = ahead.popleft()
                 else:
-                    step = model.start_next_token_candidates(to_feed, len(fed), k, penalty, (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:], draw())
+                    step = feed()
         finally:
             for unused in ahead:
                 await unused  # steps past the reply: their readbacks are collected, tokens unused
