@@ -198,8 +198,8 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
         # (greedy: the same tokens each time), overwriting the positions after it.
         first, _ = await _step(model, prompt_tokens[:context], 0, clock)
         speeds, host_ms, submit_ms, generated = [], [], [], None
+        window = prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
         for rep in range(reps):
-            window = (prompt_tokens[:context] + [first])[-PENALIZED_MAX:]
             generated, seconds, hosts, submits, dispatches = await _decode(
                 model, first, context, decode_tokens, clock, run_ahead, temperature, penalty, window
             )

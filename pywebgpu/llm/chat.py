@@ -89,9 +89,10 @@ class ChatSession:
         draw = sampler.draw if drawn_on_gpu else lambda: None
         k, penalty = sampling.candidates_needed, sampling.repetition_penalty
 
-        def feed():  # to_feed at its position, the penalty's window the last tokens fed
-            window = (fed[-PENALIZED_MAX:] + to_feed)[-PENALIZED_MAX:]
-            return model.start_next_token_candidates(to_feed, len(fed), k, penalty, window, draw())
+        # A call the host feeds: to_feed at its position; the penalty's window, the
+        # tokens fed (TopK keeps the last PENALIZED_MAX of them).
+        def feed():
+            return model.start_next_token_candidates(to_feed, len(fed), k, penalty, fed[-PENALIZED_MAX:] + to_feed, draw())
 
         step = feed()
         ahead = deque()  # the steps after `step`, already submitted

@@ -18,9 +18,10 @@ workgroup per block of rows and kv head, whose pairs of (row, head) share each b
 keys and values staged in workgroup memory. Otherwise (decode, short chunks), when there
 are too few rows and heads to fill the GPU, a row of up to WHOLE_ROW_MAX_KEYS keys is one
 larger workgroup that walks them all (`whole_row`); past that its keys are split over
-several workgroups and a second, small dispatch merges the splits. The kernels read the position on the GPU (the SymInt's buffer), and the grid has
-room for more keys than the present ones: a decode step whose keys still fit it changes
-nothing here, so the runtime does not resize the op (`gpu_int_ranges`). On CPU
+several workgroups and a second, small dispatch merges the splits. The kernels read the
+position on the GPU (the SymInt's buffer), and the grid has room for more keys than the
+present ones: a decode step whose keys still fit it changes nothing here, so the runtime
+does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
 and up to four heads of one kv head walks all the row's keys with no barriers (which
 cost more than the arithmetic there), after buffer copies have put this call's keys and
