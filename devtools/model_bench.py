@@ -25,6 +25,10 @@ from pywebgpu.ops.topk import PENALIZED_MAX
 from pywebgpu.runtime import HostTensor
 
 
+# Runs of each op per submit in the decode step's profile (see profile_ops).
+DECODE_PROFILE_REPEATS = 8
+
+
 def _now() -> float:
     return time.perf_counter()
 
@@ -114,11 +118,16 @@ async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float
     return 1000 * median(seconds)
 
 
-async def profile_ops(model, tokens, position) -> dict:
-    """Time by op name for one program call, each op recorded and submitted on its own.
-    With timestamp queries: GPU time of each op's passes ("gpu_s"). Always: wall time of
-    submit and wait per op ("seconds"; the waits add a constant per op, so only its shares
-    mean something)."""
+async def profile_ops(model, tokens, position, repeats: int = 1) -> dict:
+    """Time by op name for one program call, each op recorded `repeats` times in a row and
+    submitted on its own; the times are per run of the op. With timestamp queries: GPU
+    time of each op's passes ("gpu_s"). Always: wall time of submit and wait ("seconds";
+    the waits add a constant per submit, so only its shares mean something). A decode
+    step's ops take microseconds to a few milliseconds, and a submit alone costs the GPU a
+    fixed start (~0.2 ms on SwiftShader): repeated, that cost is spread and the ops' GPU
+    times add up to about the step's. Repeating an op rewrites what it wrote (a KV-cache
+    row at the same position, activations), so the program's state after it is not the
+    call's."""
     graph, device = model.graph, model.graph.device
     timer = device.timer() if "timestamp-query" in device.features else None
     graph.set_inputs([HostTensor((1, len(tokens)), tokens, "int64"), HostTensor((1,), [position], "int64")])
@@ -127,8 +136,9 @@ async def profile_ops(model, tokens, position) -> dict:
     by_name = {}
     for op in graph.ops:
         recorder = device.record()
-        op.record(recorder)
-        dispatches = _dispatches(recorder)
+        for _ in range(repeats):
+            op.record(recorder)
+        dispatches = _dispatches(recorder) // repeats
         if not dispatches:
             continue
         started = _now()
@@ -137,9 +147,9 @@ async def profile_ops(model, tokens, position) -> dict:
         entry = by_name.setdefault(op.name, {"ops": 0, "dispatches": 0, "seconds": 0.0})
         entry["ops"] += 1
         entry["dispatches"] += dispatches
-        entry["seconds"] += _now() - started
+        entry["seconds"] += (_now() - started) / repeats
         if timer is not None:
-            entry["gpu_s"] = entry.get("gpu_s", 0.0) + await timer.read_seconds()
+            entry["gpu_s"] = entry.get("gpu_s", 0.0) + await timer.read_seconds() / repeats
     order = "gpu_s" if timer is not None else "seconds"
     return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
@@ -222,7 +232,7 @@ async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode
             "greedy_continuation": [first] + generated,
         }
     result["gpu_memory_bytes"] = device.allocated_bytes
-    result["decode_profile"] = await profile_ops(model, [first], max(decode_contexts))
+    result["decode_profile"] = await profile_ops(model, [first], max(decode_contexts), repeats=DECODE_PROFILE_REPEATS)
     return result
 
 

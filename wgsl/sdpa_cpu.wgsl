@@ -24,6 +24,11 @@
 // reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
 // cache copies and this one.
 //
+// Two rows per quad (QUAD_ROWS 2; attention.py's kernel for calls of several rows, a
+// prefill's): the quad takes rows 2t and 2t + 1 of its heads, and every key and value it
+// loads serves both rows' heads (the second row's own last key, which the first row does
+// not attend, is one step more for it alone). Never with ROPE_DECODE or key splits.
+//
 // Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
 // has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on
 // 2 cores: one core walks two heads' keys while the other waits). With splits, quad
@@ -32,8 +37,8 @@
 // and stores this call's key (ROPE_DECODE). Then `combine` merges them.
 //
 // Needs HEAD_DIM a multiple of 4, at most 64 (attention.py picks sdpa.wgsl otherwise).
-// Grid: (x, y) flatten ceil(splits * seq_len * q_heads / QUAD_HEADS * 4 / WORKGROUP_SIZE)
-// workgroups.
+// Grid: (x, y) flatten ceil(splits * ceil(seq_len / QUAD_ROWS) * q_heads / QUAD_HEADS * 4 /
+// WORKGROUP_SIZE) workgroups.
 enable subgroups;
 // Quad operations sit in the loop over this row's keys, whose trip count differs between
 // rows but never within a quad.
@@ -44,6 +49,8 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
+// Query rows per quad, 1 or 2 (attention.py's CPU_QUAD_ROWS for calls of several rows).
+override QUAD_ROWS: u32 = 1u;
 override ROPE_DECODE: bool = false;
 
 struct Params {
@@ -280,14 +287,14 @@ fn main(
   let thread = (wg.x + wg.y * groups.x) * WORKGROUP_SIZE + lid;
   let quads_per_row = p.q_heads / QUAD_HEADS;
   // A whole quad is past the last task or none of it: no lane leaves a quad early.
-  let tasks = p.seq_len * quads_per_row;
+  let tasks = (p.seq_len + QUAD_ROWS - 1u) / QUAD_ROWS * quads_per_row;
   if (thread / LANES >= tasks * p.splits) {
     return;
   }
   let split = thread / LANES / tasks;
-  let task = thread / LANES % tasks;  // row * quads_per_row + quad of the row
+  let task = thread / LANES % tasks;  // row / QUAD_ROWS * quads_per_row + quad of the row
   let lane = thread % LANES;
-  let row = task / quads_per_row;
+  let row = task / quads_per_row * QUAD_ROWS;  // the quad's first row
   let first_head = (task % quads_per_row) * QUAD_HEADS;
   let kv_head = first_head / (p.q_heads / p.kv_heads);
   let first = lane * 4u;  // this lane's first vec4 of a row
@@ -307,12 +314,36 @@ fn main(
   if (QUAD_HEADS > 3u) {
     q3 = query(q_base + 3u * VEC4S, first);
   }
+  // QUAD_ROWS 2: the next row's heads, where the call has that row (else the quad attends
+  // this row twice and stores it once).
+  let second_row = QUAD_ROWS > 1u && row + 1u < p.seq_len;
+  let q_base2 = select(q_base, q_base + p.q_heads * VEC4S, second_row);
+  var q4 = Dims();
+  var q5 = Dims();
+  var q6 = Dims();
+  var q7 = Dims();
+  if (QUAD_ROWS > 1u) {
+    q4 = query(q_base2, first);
+    if (QUAD_HEADS > 1u) {
+      q5 = query(q_base2 + VEC4S, first);
+    }
+    if (QUAD_HEADS > 2u) {
+      q6 = query(q_base2 + 2u * VEC4S, first);
+    }
+    if (QUAD_HEADS > 3u) {
+      q7 = query(q_base2 + 3u * VEC4S, first);
+    }
+  }
 
   let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
   var h0 = Head(LOWEST, 0.0, Dims());
   var h1 = h0;
   var h2 = h0;
   var h3 = h0;
+  var h4 = h0;
+  var h5 = h0;
+  var h6 = h0;
+  var h7 = h0;
   // This split's keys [first_key, end_key), of which the caches hold those before
   // `cached` (ROPE_DECODE: all but the last, this call's).
   let chunk = (keys + p.splits - 1u) / p.splits;
@@ -326,6 +357,18 @@ fn main(
       value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
     );
     attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
+    if (QUAD_ROWS > 1u) {
+      attend_key(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k, v);
+    }
+  }
+  if (second_row) {
+    // The second row's last key: its own, at index `keys`.
+    let base = (keys * p.kv_heads + kv_head) * VEC4S;
+    let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
+    let v = Dims(
+      value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
+    );
+    attend_key(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k, v);
   }
   if (ROPE_DECODE && end_key == keys) {
     let base = kv_head * VEC4S;
@@ -367,6 +410,18 @@ fn main(
   }
   if (QUAD_HEADS > 3u) {
     store_head(h3, q_base + 3u * VEC4S, first);
+  }
+  if (second_row) {
+    store_head(h4, q_base2, first);
+    if (QUAD_HEADS > 1u) {
+      store_head(h5, q_base2 + VEC4S, first);
+    }
+    if (QUAD_HEADS > 2u) {
+      store_head(h6, q_base2 + 2u * VEC4S, first);
+    }
+    if (QUAD_HEADS > 3u) {
+      store_head(h7, q_base2 + 3u * VEC4S, first);
+    }
   }
 }
 

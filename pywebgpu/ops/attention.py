@@ -23,10 +23,11 @@ position on the GPU (the SymInt's buffer), and the grid has room for more keys t
 present ones: a decode step whose keys still fit it changes nothing here, so the runtime
 does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
-and up to four heads of one kv head walks all the row's keys with no barriers (which
-cost more than the arithmetic there), after buffer copies have put this call's keys and
-values into the caches (in a decode step, the quad itself stores the new ones); a
-decode row of many keys is split over two quads per kv head and merged.
+(two rows in calls of several rows) and up to four heads of one kv head walks all the
+row's keys with no barriers (which cost more than the arithmetic there), after buffer
+copies have put this call's keys and values into the caches (in a decode step, the quad
+itself stores the new ones); a decode row of many keys is split over two quads per kv
+head and merged.
 
 A decode step's attention also applies the rotary embedding to q and the new key, which
 it reads before their RoPE op (fused into it: `RopeSdpaWithKvCache`).
@@ -56,6 +57,9 @@ CPU_MAX_HEAD_DIM = 64  # sdpa_cpu.wgsl: a quad of threads x 16 dims each
 CPU_QUAD_THREADS = 4  # sdpa_cpu.wgsl: a quad per query row and cpu_quad_heads heads
 CPU_MAX_QUAD_HEADS = 4
 CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads spread over the cores
+# Query rows per quad in calls of several rows (sdpa_cpu.wgsl's QUAD_ROWS): each key and
+# value a quad loads (a gather, lane by lane) serves twice the (row, head) pairs.
+CPU_QUAD_ROWS = 2
 # A decode row of at least CPU_SPLIT_MIN_KEYS keys is split into CPU_DECODE_SPLITS even
 # shares, each a quad's, merged by sdpa_cpu.wgsl's `combine`: a decode step has a quad
 # per kv head only, too few for the cores to share out evenly (SmolLM2's 3 on 2 cores).
@@ -157,6 +161,9 @@ class CausalAttention(OpHandler):
     and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
 
     update_cache = False
+    # Whether a decode step may run sdpa_cpu.wgsl's one-row kernel (not where RoPE is fused
+    # in: RopeSdpaWithKvCache's steps run the rotating kernel).
+    decodes_unrotated = True
 
     def setup_attention(self, q, k_cache, v_cache, input_pos, attn_mask, dropout_p, is_causal, scale, out):
         self.q, self.k_cache, self.v_cache, self.out = (self.tensor(i) for i in (q, k_cache, v_cache, out))
@@ -272,7 +279,8 @@ class CausalAttention(OpHandler):
         self.partials = self.graph.scratch
         if self.on_cpu:
             self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
-            self.cpu_kernel = await self.sdpa_cpu_kernel(q)
+            self.cpu_kernel = await self.sdpa_cpu_kernel(q) if self.decodes_unrotated else None
+            self.cpu_rows_kernel = await self.sdpa_cpu_kernel(q, quad_rows=CPU_QUAD_ROWS)
             self.combine_pipeline = await self.make_pipeline("sdpa_cpu", {"HEAD_DIM": self.head_dim}, "combine")
             buffers = {0: self.out.buffer, 1: self.partials, 7: self.params}
             self.combine_group = device.bind_group(self.combine_pipeline, buffers)
@@ -282,12 +290,13 @@ class CausalAttention(OpHandler):
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", {"HEAD_DIM": self.head_dim})
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
 
-    async def sdpa_cpu_kernel(self, q, rope: bool = False):
-        """sdpa_cpu.wgsl's (pipeline, bind group) over `q`; with `rope`, the ROPE_DECODE
-        variant (RopeSdpaWithKvCache's decode step), which also reads this call's k and v."""
+    async def sdpa_cpu_kernel(self, q, rope: bool = False, quad_rows: int = 1):
+        """sdpa_cpu.wgsl's (pipeline, bind group) over `q`, `quad_rows` query rows per
+        quad; with `rope`, the ROPE_DECODE variant (RopeSdpaWithKvCache's decode step),
+        which also reads this call's k and v."""
         table, first_row = self.rope_bindings() if rope else (_rope_table(self.graph, None, None), self.position)
         new_k, new_v = (self.k, self.v) if rope else (q, q)  # stand-ins: read only with ROPE_DECODE
-        constants = {"HEAD_DIM": self.head_dim, "QUAD_HEADS": self.quad_heads, "ROPE_DECODE": int(rope)}
+        constants = {"HEAD_DIM": self.head_dim, "QUAD_HEADS": self.quad_heads, "QUAD_ROWS": quad_rows, "ROPE_DECODE": int(rope)}
         pipeline = await self.make_pipeline("sdpa_cpu", constants)
         buffers = {
             0: self.out.buffer, 1: self.partials, 2: q.buffer, 3: new_k.buffer, 4: new_v.buffer, 5: self.k_cache.buffer,
@@ -340,7 +349,7 @@ class CausalAttention(OpHandler):
         if self.on_cpu:
             if self.update_cache:
                 self.copy_new_rows(recorder, self.k)
-            self.dispatch_sdpa_cpu(recorder, self.cpu_kernel)
+            self.dispatch_sdpa_cpu(recorder, self.cpu_kernel if self.rows == 1 else self.cpu_rows_kernel)
             return
         self.dispatch_sdpa(recorder, self.kernels)
 
@@ -352,7 +361,10 @@ class CausalAttention(OpHandler):
             recorder.copy(new.buffer, cache.buffer, self.rows * row_bytes, dst_offset=self.input_pos * row_bytes)
 
     def dispatch_sdpa_cpu(self, recorder, kernel):
-        threads = self.splits * self.rows * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
+        """Record sdpa_cpu.wgsl's `kernel`: a decode step's, or with several rows the one
+        of CPU_QUAD_ROWS rows per quad."""
+        quad_rows = 1 if self.rows == 1 else CPU_QUAD_ROWS
+        threads = self.splits * -(-self.rows // quad_rows) * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
         recorder.dispatch(*kernel, *linear_grid(threads, CPU_WORKGROUP_SIZE))
         if self.splits > 1:
             outputs = self.rows * self.q_heads * self.head_dim // 4  # a thread per vec4
@@ -416,6 +428,8 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
     read by every row, and rotating each read would cost more than the dispatch. Reads q
     and k as the RoPE op did, and the RoPE tables (constants) packed into pairs."""
 
+    decodes_unrotated = False
+
     def __init__(self, graph, index, name, rope, sdpa):
         args = (rope.xq.id, rope.xk.id, *sdpa.args[2:])
         super().__init__(graph, index, name, args)
@@ -463,7 +477,7 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
                 self.dispatch_sdpa_cpu(recorder, self.rotating_kernel)
             else:
                 self.copy_new_rows(recorder, self.rope.xk_out)
-                self.dispatch_sdpa_cpu(recorder, self.cpu_kernel)
+                self.dispatch_sdpa_cpu(recorder, self.cpu_rows_kernel)
         elif self.rows == 1:
             self.dispatch_sdpa(recorder, self.rotating_kernels)
         else:
