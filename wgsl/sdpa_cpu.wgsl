@@ -132,6 +132,15 @@ fn value_vec4(base: u32, index: u32) -> vec4<f32> {
   return select(vec4<f32>(), v_cache[base + min(index, VEC4S - 1u)], index < VEC4S);
 }
 
+// The lane's dims (from vec4 `first`) of the cached key or value row at `base`.
+fn cached_key(base: u32, first: u32) -> Dims {
+  return Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
+}
+
+fn cached_value(base: u32, first: u32) -> Dims {
+  return Dims(value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u));
+}
+
 // ROPE_DECODE: vec4 `index` of a q or k row (two pairs of dims) rotated by table row
 // rope_first.row; unchanged otherwise.
 fn rotated(x: vec4<f32>, index: u32) -> vec4<f32> {
@@ -216,6 +225,20 @@ fn store_head(head: Head, base: u32, first: u32) {
     if (first + i < VEC4S) {
       out[base + first + i] = results[i] / head.weight_sum;
     }
+  }
+}
+
+// The outputs of a row's QUAD_HEADS heads (h0 ..), whose rows start at `base`.
+fn store_heads(h0: Head, h1: Head, h2: Head, h3: Head, base: u32, first: u32) {
+  store_head(h0, base, first);
+  if (QUAD_HEADS > 1u) {
+    store_head(h1, base + VEC4S, first);
+  }
+  if (QUAD_HEADS > 2u) {
+    store_head(h2, base + 2u * VEC4S, first);
+  }
+  if (QUAD_HEADS > 3u) {
+    store_head(h3, base + 3u * VEC4S, first);
   }
 }
 
@@ -352,10 +375,8 @@ fn main(
   let cached = select(end_key, min(end_key, keys - 1u), ROPE_DECODE);
   for (var key = first_key; key < cached; key++) {
     let base = (key * p.kv_heads + kv_head) * VEC4S;
-    let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
-    let v = Dims(
-      value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
-    );
+    let k = cached_key(base, first);
+    let v = cached_value(base, first);
     attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
     if (QUAD_ROWS > 1u) {
       attend_key(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k, v);
@@ -364,10 +385,8 @@ fn main(
   if (second_row) {
     // The second row's last key: its own, at index `keys`.
     let base = (keys * p.kv_heads + kv_head) * VEC4S;
-    let k = Dims(key_vec4(base, first), key_vec4(base, first + 1u), key_vec4(base, first + 2u), key_vec4(base, first + 3u));
-    let v = Dims(
-      value_vec4(base, first), value_vec4(base, first + 1u), value_vec4(base, first + 2u), value_vec4(base, first + 3u),
-    );
+    let k = cached_key(base, first);
+    let v = cached_value(base, first);
     attend_key(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k, v);
   }
   if (ROPE_DECODE && end_key == keys) {
@@ -401,27 +420,9 @@ fn main(
     }
     return;
   }
-  store_head(h0, q_base, first);
-  if (QUAD_HEADS > 1u) {
-    store_head(h1, q_base + VEC4S, first);
-  }
-  if (QUAD_HEADS > 2u) {
-    store_head(h2, q_base + 2u * VEC4S, first);
-  }
-  if (QUAD_HEADS > 3u) {
-    store_head(h3, q_base + 3u * VEC4S, first);
-  }
+  store_heads(h0, h1, h2, h3, q_base, first);
   if (second_row) {
-    store_head(h4, q_base2, first);
-    if (QUAD_HEADS > 1u) {
-      store_head(h5, q_base2 + VEC4S, first);
-    }
-    if (QUAD_HEADS > 2u) {
-      store_head(h6, q_base2 + 2u * VEC4S, first);
-    }
-    if (QUAD_HEADS > 3u) {
-      store_head(h7, q_base2 + 3u * VEC4S, first);
-    }
+    store_heads(h4, h5, h6, h7, q_base2, first);
   }
 }
 
