@@ -50,7 +50,7 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
-// Query rows per quad, 1 or 2 (attention.py's CPU_QUAD_ROWS for calls of several rows).
+// Query rows per quad, 1 to 4 (attention.py's CPU_QUAD_ROWS for calls of several rows).
 override QUAD_ROWS: u32 = 1u;
 override ROPE_DECODE: bool = false;
 
@@ -206,6 +206,45 @@ fn attend(head: Head, new_max: f32, rescale: f32, weight: f32, value: Dims) -> H
   );
 }
 
+// The quad's heads of one query row (QUAD_HEADS of h0 .. h3) and their queries. Written
+// out as named heads and rows, not arrays: SwiftShader spills private arrays indexed in a
+// loop.
+struct RowHeads {
+  h0: Head,
+  h1: Head,
+  h2: Head,
+  h3: Head,
+}
+
+struct RowQueries {
+  q0: Dims,
+  q1: Dims,
+  q2: Dims,
+  q3: Dims,
+}
+
+fn no_keys_yet() -> RowHeads {
+  let head = Head(LOWEST, 0.0, Dims());
+  return RowHeads(head, head, head, head);
+}
+
+// The lane's dims of the quad's heads' queries of the row whose first head's starts at
+// `base`.
+fn row_queries(base: u32, first: u32) -> RowQueries {
+  var queries = RowQueries();
+  queries.q0 = query(base, first);
+  if (QUAD_HEADS > 1u) {
+    queries.q1 = query(base + VEC4S, first);
+  }
+  if (QUAD_HEADS > 2u) {
+    queries.q2 = query(base + 2u * VEC4S, first);
+  }
+  if (QUAD_HEADS > 3u) {
+    queries.q3 = query(base + 3u * VEC4S, first);
+  }
+  return queries;
+}
+
 // With splits: a head's running max, sum and this lane's dims of its weighted values, at
 // `slot` of partials.
 fn store_partial(head: Head, slot: u32, first: u32) {
@@ -224,6 +263,21 @@ fn store_partial(head: Head, slot: u32, first: u32) {
   }
 }
 
+// With splits: the row's heads' partial results, the first at `slot` (each head's
+// splits follow each other).
+fn store_partials(heads: RowHeads, slot: u32, first: u32) {
+  store_partial(heads.h0, slot, first);
+  if (QUAD_HEADS > 1u) {
+    store_partial(heads.h1, slot + p.splits, first);
+  }
+  if (QUAD_HEADS > 2u) {
+    store_partial(heads.h2, slot + 2u * p.splits, first);
+  }
+  if (QUAD_HEADS > 3u) {
+    store_partial(heads.h3, slot + 3u * p.splits, first);
+  }
+}
+
 // A head's output: this lane's dims of its row at `base`.
 fn store_head(head: Head, base: u32, first: u32) {
   let results = array<vec4<f32>, 4>(head.acc.a, head.acc.b, head.acc.c, head.acc.d);
@@ -234,49 +288,47 @@ fn store_head(head: Head, base: u32, first: u32) {
   }
 }
 
-// The outputs of a row's QUAD_HEADS heads (h0 ..), whose rows start at `base`.
-fn store_heads(h0: Head, h1: Head, h2: Head, h3: Head, base: u32, first: u32) {
-  store_head(h0, base, first);
+// The outputs of a row's heads, whose rows start at `base`.
+fn store_heads(heads: RowHeads, base: u32, first: u32) {
+  store_head(heads.h0, base, first);
   if (QUAD_HEADS > 1u) {
-    store_head(h1, base + VEC4S, first);
+    store_head(heads.h1, base + VEC4S, first);
   }
   if (QUAD_HEADS > 2u) {
-    store_head(h2, base + 2u * VEC4S, first);
+    store_head(heads.h2, base + 2u * VEC4S, first);
   }
   if (QUAD_HEADS > 3u) {
-    store_head(h3, base + 3u * VEC4S, first);
+    store_head(heads.h3, base + 3u * VEC4S, first);
   }
 }
 
-// The quad's heads (QUAD_HEADS of h0 .. h3, queries q0 .. q3) with one more key after the
-// blocks (ROPE_DECODE's new key, the second row's own): the lane's dims of the key and of
-// its value, their sums already added up over the quad (total_sum). All the heads' scores, then their maxes and
-// exps, then their sums: SwiftShader's JIT emits code in the order written, each head's
-// steps wait on each other, and the CPU overlaps only work near in the instruction
-// stream, so the heads' steps written side by side overlap (SmolLM2's 3 heads per quad,
-// decode at 1,024 keys: 1.05-1.1x faster than a head at a time).
-fn attend_key(
-  h0: ptr<function, Head>, h1: ptr<function, Head>, h2: ptr<function, Head>, h3: ptr<function, Head>,
-  q0: Dims, q1: Dims, q2: Dims, q3: Dims, key: Dims, value: Dims,
-) {
-  let s0 = score(q0, key);
+// A row's heads with one more key after the blocks (ROPE_DECODE's new key, a later row's
+// own keys): the lane's dims of the key and of its value, the heads' sums already added
+// up over the quad (total_sums). All the heads' scores, then their maxes and exps, then
+// their sums: SwiftShader's JIT emits code in the order written, each head's steps wait
+// on each other, and the CPU overlaps only work near in the instruction stream, so the
+// heads' steps written side by side overlap (SmolLM2's 3 heads per quad, decode at 1,024
+// keys: 1.05-1.1x faster than a head at a time).
+fn attend_key(heads: ptr<function, RowHeads>, queries: RowQueries, key: Dims, value: Dims) {
+  let h = *heads;
+  let s0 = score(queries.q0, key);
   var s1 = 0.0;
   var s2 = 0.0;
   var s3 = 0.0;
   if (QUAD_HEADS > 1u) {
-    s1 = score(q1, key);
+    s1 = score(queries.q1, key);
   }
   if (QUAD_HEADS > 2u) {
-    s2 = score(q2, key);
+    s2 = score(queries.q2, key);
   }
   if (QUAD_HEADS > 3u) {
-    s3 = score(q3, key);
+    s3 = score(queries.q3, key);
   }
-  let m0 = max((*h0).running_max, s0);
-  let m1 = max((*h1).running_max, s1);
-  let m2 = max((*h2).running_max, s2);
-  let m3 = max((*h3).running_max, s3);
-  let r0 = exp((*h0).running_max - m0);
+  let m0 = max(h.h0.running_max, s0);
+  let m1 = max(h.h1.running_max, s1);
+  let m2 = max(h.h2.running_max, s2);
+  let m3 = max(h.h3.running_max, s3);
+  let r0 = exp(h.h0.running_max - m0);
   let w0 = exp(s0 - m0);
   var r1 = 0.0;
   var w1 = 0.0;
@@ -285,26 +337,26 @@ fn attend_key(
   var r3 = 0.0;
   var w3 = 0.0;
   if (QUAD_HEADS > 1u) {
-    r1 = exp((*h1).running_max - m1);
+    r1 = exp(h.h1.running_max - m1);
     w1 = exp(s1 - m1);
   }
   if (QUAD_HEADS > 2u) {
-    r2 = exp((*h2).running_max - m2);
+    r2 = exp(h.h2.running_max - m2);
     w2 = exp(s2 - m2);
   }
   if (QUAD_HEADS > 3u) {
-    r3 = exp((*h3).running_max - m3);
+    r3 = exp(h.h3.running_max - m3);
     w3 = exp(s3 - m3);
   }
-  *h0 = attend(*h0, m0, r0, w0, value);
+  (*heads).h0 = attend(h.h0, m0, r0, w0, value);
   if (QUAD_HEADS > 1u) {
-    *h1 = attend(*h1, m1, r1, w1, value);
+    (*heads).h1 = attend(h.h1, m1, r1, w1, value);
   }
   if (QUAD_HEADS > 2u) {
-    *h2 = attend(*h2, m2, r2, w2, value);
+    (*heads).h2 = attend(h.h2, m2, r2, w2, value);
   }
   if (QUAD_HEADS > 3u) {
-    *h3 = attend(*h3, m3, r3, w3, value);
+    (*heads).h3 = attend(h.h3, m3, r3, w3, value);
   }
 }
 
@@ -332,24 +384,27 @@ fn block_partials(query: Dims, k0: Dims, k1: Dims, k2: Dims, k3: Dims) -> vec4<f
   return vec4<f32>(lane_dot(query, k0), lane_dot(query, k1), lane_dot(query, k2), lane_dot(query, k3));
 }
 
+// A head and this lane's weight of the block's key (block_weights).
+struct BlockStep {
+  head: Head,
+  weight: f32,
+}
+
 // A head with the block's scores (lane j's of key j; past the row's keys, `valid` false):
-// moves its running max to the block's, rescales what it has summed, adds the lane's
-// weight to the lane's share of the weight sum (added up over the quad by total_sum), and
-// returns that weight.
-fn rescale_for_block(head: ptr<function, Head>, lane_score: f32, valid: bool) -> f32 {
+// its running max moved to the block's, what it has summed rescaled, the lane's weight
+// added to the lane's share of the weight sum (added up over the quad by total_sums).
+fn rescaled_for_block(head: Head, lane_score: f32, valid: bool) -> BlockStep {
   let masked = select(LOWEST, lane_score, valid);
   var block_max = max(masked, quadSwapX(masked));
   block_max = max(block_max, quadSwapY(block_max));
-  let new_max = max((*head).running_max, block_max);
-  let rescale = exp((*head).running_max - new_max);
+  let new_max = max(head.running_max, block_max);
+  let rescale = exp(head.running_max - new_max);
   let weight = select(0.0, exp(masked - new_max), valid);
-  (*head).running_max = new_max;
-  (*head).weight_sum = (*head).weight_sum * rescale + weight;
-  (*head).acc = Dims((*head).acc.a * rescale, (*head).acc.b * rescale, (*head).acc.c * rescale, (*head).acc.d * rescale);
-  return weight;
+  let acc = Dims(head.acc.a * rescale, head.acc.b * rescale, head.acc.c * rescale, head.acc.d * rescale);
+  return BlockStep(Head(new_max, head.weight_sum * rescale + weight, acc), weight);
 }
 
-// The weights of the quad's heads (up to 4) for one key of a block.
+// The weights of a row's heads (up to 4) for one key of a block.
 struct HeadWeights {
   h0: f32,
   h1: f32,
@@ -357,25 +412,24 @@ struct HeadWeights {
   h3: f32,
 }
 
-// Lane j's weights of the block's key j for the quad's heads h0 .. h3 (queries q0 ..
-// q3), their sums rescaled to the block's max: all heads' partial dots, then scores,
-// then softmax steps, written side by side (see attend_key).
+// Lane j's weights of the block's key j for a row's heads, their sums rescaled to the
+// block's max: all heads' partial dots, then scores, then softmax steps, written side by
+// side (see attend_key).
 fn block_weights(
-  h0: ptr<function, Head>, h1: ptr<function, Head>, h2: ptr<function, Head>, h3: ptr<function, Head>,
-  q0: Dims, q1: Dims, q2: Dims, q3: Dims, k0: Dims, k1: Dims, k2: Dims, k3: Dims, lane: u32, valid: bool,
+  heads: ptr<function, RowHeads>, queries: RowQueries, k0: Dims, k1: Dims, k2: Dims, k3: Dims, lane: u32, valid: bool,
 ) -> HeadWeights {
-  let p0 = block_partials(q0, k0, k1, k2, k3);
+  let p0 = block_partials(queries.q0, k0, k1, k2, k3);
   var p1 = vec4<f32>();
   var p2 = vec4<f32>();
   var p3 = vec4<f32>();
   if (QUAD_HEADS > 1u) {
-    p1 = block_partials(q1, k0, k1, k2, k3);
+    p1 = block_partials(queries.q1, k0, k1, k2, k3);
   }
   if (QUAD_HEADS > 2u) {
-    p2 = block_partials(q2, k0, k1, k2, k3);
+    p2 = block_partials(queries.q2, k0, k1, k2, k3);
   }
   if (QUAD_HEADS > 3u) {
-    p3 = block_partials(q3, k0, k1, k2, k3);
+    p3 = block_partials(queries.q3, k0, k1, k2, k3);
   }
   let s0 = block_score(p0, lane);
   var s1 = 0.0;
@@ -390,41 +444,31 @@ fn block_weights(
   if (QUAD_HEADS > 3u) {
     s3 = block_score(p3, lane);
   }
-  var weights = HeadWeights(rescale_for_block(h0, s0, valid), 0.0, 0.0, 0.0);
+  var weights = HeadWeights();
+  let b0 = rescaled_for_block((*heads).h0, s0, valid);
+  (*heads).h0 = b0.head;
+  weights.h0 = b0.weight;
   if (QUAD_HEADS > 1u) {
-    weights.h1 = rescale_for_block(h1, s1, valid);
+    let b1 = rescaled_for_block((*heads).h1, s1, valid);
+    (*heads).h1 = b1.head;
+    weights.h1 = b1.weight;
   }
   if (QUAD_HEADS > 2u) {
-    weights.h2 = rescale_for_block(h2, s2, valid);
+    let b2 = rescaled_for_block((*heads).h2, s2, valid);
+    (*heads).h2 = b2.head;
+    weights.h2 = b2.weight;
   }
   if (QUAD_HEADS > 3u) {
-    weights.h3 = rescale_for_block(h3, s3, valid);
+    let b3 = rescaled_for_block((*heads).h3, s3, valid);
+    (*heads).h3 = b3.head;
+    weights.h3 = b3.weight;
   }
   return weights;
 }
 
-// A head's weighted values plus `weight` times (this lane's dims of) `value`.
-fn add_value(head: ptr<function, Head>, weight: f32, value: Dims) {
-  let acc = (*head).acc;
-  (*head).acc = Dims(acc.a + weight * value.a, acc.b + weight * value.b, acc.c + weight * value.c, acc.d + weight * value.d);
-}
-
-// The quad's heads with the value of the block's key `index` (its weights from lane
-// `index`; a constant, as quadBroadcast asks).
-fn add_block_value(
-  h0: ptr<function, Head>, h1: ptr<function, Head>, h2: ptr<function, Head>, h3: ptr<function, Head>,
-  weights: HeadWeights, value: Dims, index: u32,
-) {
-  add_value(h0, quad_weight(weights.h0, index), value);
-  if (QUAD_HEADS > 1u) {
-    add_value(h1, quad_weight(weights.h1, index), value);
-  }
-  if (QUAD_HEADS > 2u) {
-    add_value(h2, quad_weight(weights.h2, index), value);
-  }
-  if (QUAD_HEADS > 3u) {
-    add_value(h3, quad_weight(weights.h3, index), value);
-  }
+// `acc` plus `weight` times (this lane's dims of) `value`.
+fn plus_weighted(acc: Dims, weight: f32, value: Dims) -> Dims {
+  return Dims(acc.a + weight * value.a, acc.b + weight * value.b, acc.c + weight * value.c, acc.d + weight * value.d);
 }
 
 // Lane `index`'s `weight`, in every lane of the quad.
@@ -437,12 +481,50 @@ fn quad_weight(weight: f32, index: u32) -> f32 {
   }
 }
 
+// A row's heads with the value of the block's key `index` (its weights from lane
+// `index`; a constant, as quadBroadcast asks).
+fn add_block_value(heads: ptr<function, RowHeads>, weights: HeadWeights, value: Dims, index: u32) {
+  (*heads).h0.acc = plus_weighted((*heads).h0.acc, quad_weight(weights.h0, index), value);
+  if (QUAD_HEADS > 1u) {
+    (*heads).h1.acc = plus_weighted((*heads).h1.acc, quad_weight(weights.h1, index), value);
+  }
+  if (QUAD_HEADS > 2u) {
+    (*heads).h2.acc = plus_weighted((*heads).h2.acc, quad_weight(weights.h2, index), value);
+  }
+  if (QUAD_HEADS > 3u) {
+    (*heads).h3.acc = plus_weighted((*heads).h3.acc, quad_weight(weights.h3, index), value);
+  }
+}
+
 // After the blocks: a head's weight sum, the lanes' shares added up.
-fn total_sum(head: ptr<function, Head>) {
-  var sum = (*head).weight_sum;
-  sum += quadSwapX(sum);
-  sum += quadSwapY(sum);
-  (*head).weight_sum = sum;
+fn quad_total(sum: f32) -> f32 {
+  let pair = sum + quadSwapX(sum);
+  return pair + quadSwapY(pair);
+}
+
+fn total_sums(heads: ptr<function, RowHeads>) {
+  (*heads).h0.weight_sum = quad_total((*heads).h0.weight_sum);
+  (*heads).h1.weight_sum = quad_total((*heads).h1.weight_sum);
+  (*heads).h2.weight_sum = quad_total((*heads).h2.weight_sum);
+  (*heads).h3.weight_sum = quad_total((*heads).h3.weight_sum);
+}
+
+// The quad's rows' heads with the value of the block's key `index` (add_block_value).
+fn add_values(
+  heads0: ptr<function, RowHeads>, heads1: ptr<function, RowHeads>, heads2: ptr<function, RowHeads>,
+  heads3: ptr<function, RowHeads>, weights0: HeadWeights, weights1: HeadWeights, weights2: HeadWeights,
+  weights3: HeadWeights, value: Dims, index: u32,
+) {
+  add_block_value(heads0, weights0, value, index);
+  if (QUAD_ROWS > 1u) {
+    add_block_value(heads1, weights1, value, index);
+  }
+  if (QUAD_ROWS > 2u) {
+    add_block_value(heads2, weights2, value, index);
+  }
+  if (QUAD_ROWS > 3u) {
+    add_block_value(heads3, weights3, value, index);
+  }
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -466,51 +548,31 @@ fn main(
   let kv_head = first_head / (p.q_heads / p.kv_heads);
   let first = lane * 4u;  // this lane's first vec4 of a row
 
-  // Heads first_head .. first_head + QUAD_HEADS - 1: their rows follow each other in q.
+  // The quad's rows row .. row + rows - 1 (QUAD_ROWS of them where the call has them;
+  // the quad attends the first row again in place of the others, and stores it once).
+  // Their heads first_head .. first_head + QUAD_HEADS - 1 follow each other in q.
+  let rows = min(QUAD_ROWS, p.seq_len - row);
+  let row_stride = p.q_heads * VEC4S;
   let q_base = (row * p.q_heads + first_head) * VEC4S;
-  let q0 = query(q_base, first);
-  var q1 = Dims();
-  var q2 = Dims();
-  var q3 = Dims();
-  if (QUAD_HEADS > 1u) {
-    q1 = query(q_base + VEC4S, first);
-  }
-  if (QUAD_HEADS > 2u) {
-    q2 = query(q_base + 2u * VEC4S, first);
-  }
-  if (QUAD_HEADS > 3u) {
-    q3 = query(q_base + 3u * VEC4S, first);
-  }
-  // QUAD_ROWS 2: the next row's heads, where the call has that row (else the quad attends
-  // this row twice and stores it once).
-  let second_row = QUAD_ROWS > 1u && row + 1u < p.seq_len;
-  let q_base2 = select(q_base, q_base + p.q_heads * VEC4S, second_row);
-  var q4 = Dims();
-  var q5 = Dims();
-  var q6 = Dims();
-  var q7 = Dims();
+  let queries0 = row_queries(q_base, first);
+  var queries1 = RowQueries();
+  var queries2 = RowQueries();
+  var queries3 = RowQueries();
   if (QUAD_ROWS > 1u) {
-    q4 = query(q_base2, first);
-    if (QUAD_HEADS > 1u) {
-      q5 = query(q_base2 + VEC4S, first);
-    }
-    if (QUAD_HEADS > 2u) {
-      q6 = query(q_base2 + 2u * VEC4S, first);
-    }
-    if (QUAD_HEADS > 3u) {
-      q7 = query(q_base2 + 3u * VEC4S, first);
-    }
+    queries1 = row_queries(select(q_base, q_base + row_stride, rows > 1u), first);
+  }
+  if (QUAD_ROWS > 2u) {
+    queries2 = row_queries(select(q_base, q_base + 2u * row_stride, rows > 2u), first);
+  }
+  if (QUAD_ROWS > 3u) {
+    queries3 = row_queries(select(q_base, q_base + 3u * row_stride, rows > 3u), first);
   }
 
-  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
-  var h0 = Head(LOWEST, 0.0, Dims());
-  var h1 = h0;
-  var h2 = h0;
-  var h3 = h0;
-  var h4 = h0;
-  var h5 = h0;
-  var h6 = h0;
-  var h7 = h0;
+  let keys = position.input_pos + row + 1u;  // causal: up to and including the first row's position
+  var heads0 = no_keys_yet();
+  var heads1 = heads0;
+  var heads2 = heads0;
+  var heads3 = heads0;
   // This split's keys [first_key, end_key), of which the caches hold those before
   // `cached` (ROPE_DECODE: all but the last, this call's).
   let chunk = (keys + p.splits - 1u) / p.splits;
@@ -529,48 +591,64 @@ fn main(
     let k1 = cached_key(base1, first);
     let k2 = cached_key(base2, first);
     let k3 = cached_key(base3, first);
-    let w = block_weights(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k0, k1, k2, k3, lane, valid);
-    var w2 = HeadWeights();
+    let weights0 = block_weights(&heads0, queries0, k0, k1, k2, k3, lane, valid);
+    var weights1 = HeadWeights();
+    var weights2 = HeadWeights();
+    var weights3 = HeadWeights();
     if (QUAD_ROWS > 1u) {
-      w2 = block_weights(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k0, k1, k2, k3, lane, valid);
+      weights1 = block_weights(&heads1, queries1, k0, k1, k2, k3, lane, valid);
+    }
+    if (QUAD_ROWS > 2u) {
+      weights2 = block_weights(&heads2, queries2, k0, k1, k2, k3, lane, valid);
+    }
+    if (QUAD_ROWS > 3u) {
+      weights3 = block_weights(&heads3, queries3, k0, k1, k2, k3, lane, valid);
     }
     let v0 = cached_value(base0, first);
-    add_block_value(&h0, &h1, &h2, &h3, w, v0, 0u);
-    if (QUAD_ROWS > 1u) {
-      add_block_value(&h4, &h5, &h6, &h7, w2, v0, 0u);
-    }
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v0, 0u);
     let v1 = cached_value(base1, first);
-    add_block_value(&h0, &h1, &h2, &h3, w, v1, 1u);
-    if (QUAD_ROWS > 1u) {
-      add_block_value(&h4, &h5, &h6, &h7, w2, v1, 1u);
-    }
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v1, 1u);
     let v2 = cached_value(base2, first);
-    add_block_value(&h0, &h1, &h2, &h3, w, v2, 2u);
-    if (QUAD_ROWS > 1u) {
-      add_block_value(&h4, &h5, &h6, &h7, w2, v2, 2u);
-    }
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v2, 2u);
     let v3 = cached_value(base3, first);
-    add_block_value(&h0, &h1, &h2, &h3, w, v3, 3u);
-    if (QUAD_ROWS > 1u) {
-      add_block_value(&h4, &h5, &h6, &h7, w2, v3, 3u);
-    }
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v3, 3u);
   }
-  total_sum(&h0);
-  total_sum(&h1);
-  total_sum(&h2);
-  total_sum(&h3);
+  total_sums(&heads0);
   if (QUAD_ROWS > 1u) {
-    total_sum(&h4);
-    total_sum(&h5);
-    total_sum(&h6);
-    total_sum(&h7);
+    total_sums(&heads1);
   }
-  if (second_row) {
-    // The second row's last key: its own, at index `keys`.
+  if (QUAD_ROWS > 2u) {
+    total_sums(&heads2);
+  }
+  if (QUAD_ROWS > 3u) {
+    total_sums(&heads3);
+  }
+  // The later rows' own keys, which the first row does not attend: row i's are `keys` ..
+  // keys + i - 1.
+  if (QUAD_ROWS > 1u && rows > 1u) {
     let base = (keys * p.kv_heads + kv_head) * VEC4S;
     let k = cached_key(base, first);
     let v = cached_value(base, first);
-    attend_key(&h4, &h5, &h6, &h7, q4, q5, q6, q7, k, v);
+    attend_key(&heads1, queries1, k, v);
+    if (QUAD_ROWS > 2u && rows > 2u) {
+      attend_key(&heads2, queries2, k, v);
+    }
+    if (QUAD_ROWS > 3u && rows > 3u) {
+      attend_key(&heads3, queries3, k, v);
+    }
+  }
+  if (QUAD_ROWS > 2u && rows > 2u) {
+    let base = ((keys + 1u) * p.kv_heads + kv_head) * VEC4S;
+    let k = cached_key(base, first);
+    let v = cached_value(base, first);
+    attend_key(&heads2, queries2, k, v);
+    if (QUAD_ROWS > 3u && rows > 3u) {
+      attend_key(&heads3, queries3, k, v);
+    }
+  }
+  if (QUAD_ROWS > 3u && rows > 3u) {
+    let base = ((keys + 2u) * p.kv_heads + kv_head) * VEC4S;
+    attend_key(&heads3, queries3, cached_key(base, first), cached_value(base, first));
   }
   if (ROPE_DECODE && end_key == keys) {
     let base = kv_head * VEC4S;
@@ -581,7 +659,7 @@ fn main(
     let v = Dims(
       new_value_vec4(base, first), new_value_vec4(base, first + 1u), new_value_vec4(base, first + 2u), new_value_vec4(base, first + 3u),
     );
-    attend_key(&h0, &h1, &h2, &h3, q0, q1, q2, q3, k, v);
+    attend_key(&heads0, queries0, k, v);
     let cache_base = (position.input_pos * p.kv_heads + kv_head) * VEC4S;
     store_new(cache_base, first, k.a, v.a);
     store_new(cache_base, first + 1u, k.b, v.b);
@@ -590,22 +668,18 @@ fn main(
   }
 
   if (p.splits > 1u) {
-    let slot = (row * p.q_heads + first_head) * p.splits + split;
-    store_partial(h0, slot, first);
-    if (QUAD_HEADS > 1u) {
-      store_partial(h1, slot + p.splits, first);
-    }
-    if (QUAD_HEADS > 2u) {
-      store_partial(h2, slot + 2u * p.splits, first);
-    }
-    if (QUAD_HEADS > 3u) {
-      store_partial(h3, slot + 3u * p.splits, first);
-    }
+    store_partials(heads0, (row * p.q_heads + first_head) * p.splits + split, first);
     return;
   }
-  store_heads(h0, h1, h2, h3, q_base, first);
-  if (second_row) {
-    store_heads(h4, h5, h6, h7, q_base2, first);
+  store_heads(heads0, q_base, first);
+  if (QUAD_ROWS > 1u && rows > 1u) {
+    store_heads(heads1, q_base + row_stride, first);
+  }
+  if (QUAD_ROWS > 2u && rows > 2u) {
+    store_heads(heads2, q_base + 2u * row_stride, first);
+  }
+  if (QUAD_ROWS > 3u && rows > 3u) {
+    store_heads(heads3, q_base + 3u * row_stride, first);
   }
 }
 
