@@ -25,10 +25,11 @@
 // reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
 // cache copies and this one.
 //
-// Two rows per quad (QUAD_ROWS 2; attention.py's kernel for calls of several rows, a
-// prefill's): the quad takes rows 2t and 2t + 1 of its heads, and every key and value it
-// loads serves both rows' heads (the second row's own last key, which the first row does
-// not attend, is one step more for it alone). Never with ROPE_DECODE or key splits.
+// Several rows per quad (QUAD_ROWS 2 to 4; attention.py's kernel for calls of several
+// rows, a prefill's, takes 4): the quad takes rows n t .. n t + n - 1 of its heads, and
+// every key and value it loads serves all those rows' heads (the later rows' own last
+// keys, which the first row does not attend, are steps more for them alone). Never with
+// ROPE_DECODE or key splits.
 //
 // Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
 // has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on
