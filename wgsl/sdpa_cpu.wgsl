@@ -25,11 +25,10 @@
 // reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
 // cache copies and this one.
 //
-// Several rows per quad (QUAD_ROWS 2 to 4; attention.py's kernel for calls of several
-// rows, a prefill's, takes 4): the quad takes rows n t .. n t + n - 1 of its heads, and
-// every key and value it loads serves all those rows' heads (the later rows' own last
-// keys, which the first row does not attend, are steps more for them alone). Never with
-// ROPE_DECODE or key splits.
+// Two rows per quad (QUAD_ROWS 2; attention.py's kernel for calls of several rows, a
+// prefill's): the quad takes rows 2t and 2t + 1 of its heads, and every key and value it
+// loads serves both rows' heads (the second row's own last key, which the first row does
+// not attend, is one step more for it alone). Never with ROPE_DECODE or key splits.
 //
 // Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
 // has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on
@@ -51,7 +50,7 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
-// Query rows per quad, 1 to 4 (attention.py's CPU_QUAD_ROWS for calls of several rows).
+// Query rows per quad, 1 or 2 (attention.py's CPU_QUAD_ROWS for calls of several rows).
 override QUAD_ROWS: u32 = 1u;
 override ROPE_DECODE: bool = false;
 
@@ -303,8 +302,8 @@ fn store_heads(heads: RowHeads, base: u32, first: u32) {
   }
 }
 
-// A row's heads with one more key after the blocks (ROPE_DECODE's new key, a later row's
-// own keys): the lane's dims of the key and of its value, the heads' sums already added
+// A row's heads with one more key after the blocks (ROPE_DECODE's new key, the second
+// row's own): the lane's dims of the key and of its value, the heads' sums already added
 // up over the quad (total_sums). All the heads' scores, then their maxes and exps, then
 // their sums: SwiftShader's JIT emits code in the order written, each head's steps wait
 // on each other, and the CPU overlaps only work near in the instruction stream, so the
@@ -512,19 +511,12 @@ fn total_sums(heads: ptr<function, RowHeads>) {
 
 // The quad's rows' heads with the value of the block's key `index` (add_block_value).
 fn add_values(
-  heads0: ptr<function, RowHeads>, heads1: ptr<function, RowHeads>, heads2: ptr<function, RowHeads>,
-  heads3: ptr<function, RowHeads>, weights0: HeadWeights, weights1: HeadWeights, weights2: HeadWeights,
-  weights3: HeadWeights, value: Dims, index: u32,
+  heads0: ptr<function, RowHeads>, heads1: ptr<function, RowHeads>, weights0: HeadWeights, weights1: HeadWeights,
+  value: Dims, index: u32,
 ) {
   add_block_value(heads0, weights0, value, index);
   if (QUAD_ROWS > 1u) {
     add_block_value(heads1, weights1, value, index);
-  }
-  if (QUAD_ROWS > 2u) {
-    add_block_value(heads2, weights2, value, index);
-  }
-  if (QUAD_ROWS > 3u) {
-    add_block_value(heads3, weights3, value, index);
   }
 }
 
@@ -549,31 +541,21 @@ fn main(
   let kv_head = first_head / (p.q_heads / p.kv_heads);
   let first = lane * 4u;  // this lane's first vec4 of a row
 
-  // The quad's rows row .. row + rows - 1 (QUAD_ROWS of them where the call has them;
-  // the quad attends the first row again in place of the others, and stores it once).
-  // Their heads first_head .. first_head + QUAD_HEADS - 1 follow each other in q.
-  let rows = min(QUAD_ROWS, p.seq_len - row);
-  let row_stride = p.q_heads * VEC4S;
+  // Heads first_head .. first_head + QUAD_HEADS - 1: their rows follow each other in q.
   let q_base = (row * p.q_heads + first_head) * VEC4S;
   let queries0 = row_queries(q_base, first);
+  // QUAD_ROWS 2: the next row's heads, where the call has that row (else the quad attends
+  // this row twice and stores it once).
+  let second_row = QUAD_ROWS > 1u && row + 1u < p.seq_len;
+  let q_base1 = select(q_base, q_base + p.q_heads * VEC4S, second_row);
   var queries1 = RowQueries();
-  var queries2 = RowQueries();
-  var queries3 = RowQueries();
   if (QUAD_ROWS > 1u) {
-    queries1 = row_queries(select(q_base, q_base + row_stride, rows > 1u), first);
-  }
-  if (QUAD_ROWS > 2u) {
-    queries2 = row_queries(select(q_base, q_base + 2u * row_stride, rows > 2u), first);
-  }
-  if (QUAD_ROWS > 3u) {
-    queries3 = row_queries(select(q_base, q_base + 3u * row_stride, rows > 3u), first);
+    queries1 = row_queries(q_base1, first);
   }
 
-  let keys = position.input_pos + row + 1u;  // causal: up to and including the first row's position
+  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
   var heads0 = no_keys_yet();
   var heads1 = heads0;
-  var heads2 = heads0;
-  var heads3 = heads0;
   // This split's keys [first_key, end_key), of which the caches hold those before
   // `cached` (ROPE_DECODE: all but the last, this call's).
   let chunk = (keys + p.splits - 1u) / p.splits;
@@ -594,62 +576,26 @@ fn main(
     let k3 = cached_key(base3, first);
     let weights0 = block_weights(&heads0, queries0, k0, k1, k2, k3, lane, valid);
     var weights1 = HeadWeights();
-    var weights2 = HeadWeights();
-    var weights3 = HeadWeights();
     if (QUAD_ROWS > 1u) {
       weights1 = block_weights(&heads1, queries1, k0, k1, k2, k3, lane, valid);
     }
-    if (QUAD_ROWS > 2u) {
-      weights2 = block_weights(&heads2, queries2, k0, k1, k2, k3, lane, valid);
-    }
-    if (QUAD_ROWS > 3u) {
-      weights3 = block_weights(&heads3, queries3, k0, k1, k2, k3, lane, valid);
-    }
     let v0 = cached_value(base0, first);
-    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v0, 0u);
+    add_values(&heads0, &heads1, weights0, weights1, v0, 0u);
     let v1 = cached_value(base1, first);
-    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v1, 1u);
+    add_values(&heads0, &heads1, weights0, weights1, v1, 1u);
     let v2 = cached_value(base2, first);
-    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v2, 2u);
+    add_values(&heads0, &heads1, weights0, weights1, v2, 2u);
     let v3 = cached_value(base3, first);
-    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, v3, 3u);
+    add_values(&heads0, &heads1, weights0, weights1, v3, 3u);
   }
   total_sums(&heads0);
   if (QUAD_ROWS > 1u) {
     total_sums(&heads1);
   }
-  if (QUAD_ROWS > 2u) {
-    total_sums(&heads2);
-  }
-  if (QUAD_ROWS > 3u) {
-    total_sums(&heads3);
-  }
-  // The later rows' own keys, which the first row does not attend: row i's are `keys` ..
-  // keys + i - 1.
-  if (QUAD_ROWS > 1u && rows > 1u) {
+  if (second_row) {
+    // The second row's last key: its own, at index `keys`.
     let base = (keys * p.kv_heads + kv_head) * VEC4S;
-    let k = cached_key(base, first);
-    let v = cached_value(base, first);
-    attend_key(&heads1, queries1, k, v);
-    if (QUAD_ROWS > 2u && rows > 2u) {
-      attend_key(&heads2, queries2, k, v);
-    }
-    if (QUAD_ROWS > 3u && rows > 3u) {
-      attend_key(&heads3, queries3, k, v);
-    }
-  }
-  if (QUAD_ROWS > 2u && rows > 2u) {
-    let base = ((keys + 1u) * p.kv_heads + kv_head) * VEC4S;
-    let k = cached_key(base, first);
-    let v = cached_value(base, first);
-    attend_key(&heads2, queries2, k, v);
-    if (QUAD_ROWS > 3u && rows > 3u) {
-      attend_key(&heads3, queries3, k, v);
-    }
-  }
-  if (QUAD_ROWS > 3u && rows > 3u) {
-    let base = ((keys + 2u) * p.kv_heads + kv_head) * VEC4S;
-    attend_key(&heads3, queries3, cached_key(base, first), cached_value(base, first));
+    attend_key(&heads1, queries1, cached_key(base, first), cached_value(base, first));
   }
   if (ROPE_DECODE && end_key == keys) {
     let base = kv_head * VEC4S;
@@ -673,14 +619,8 @@ fn main(
     return;
   }
   store_heads(heads0, q_base, first);
-  if (QUAD_ROWS > 1u && rows > 1u) {
-    store_heads(heads1, q_base + row_stride, first);
-  }
-  if (QUAD_ROWS > 2u && rows > 2u) {
-    store_heads(heads2, q_base + 2u * row_stride, first);
-  }
-  if (QUAD_ROWS > 3u && rows > 3u) {
-    store_heads(heads3, q_base + 3u * row_stride, first);
+  if (second_row) {
+    store_heads(heads1, q_base1, first);
   }
 }
 

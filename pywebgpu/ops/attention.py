@@ -23,7 +23,7 @@ position on the GPU (the SymInt's buffer), and the grid has room for more keys t
 present ones: a decode step whose keys still fit it changes nothing here, so the runtime
 does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
-(four rows in calls of several rows) and up to four heads of one kv head walks all the
+(two rows in calls of several rows) and up to four heads of one kv head walks all the
 row's keys with no barriers (which cost more than the arithmetic there), after buffer
 copies have put this call's keys and values into the caches (in a decode step, the quad
 itself stores the new ones); a decode row of many keys is split over two quads per kv
@@ -58,10 +58,11 @@ CPU_QUAD_THREADS = 4  # sdpa_cpu.wgsl: a quad per query row and cpu_quad_heads h
 CPU_MAX_QUAD_HEADS = 4
 CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads spread over the cores
 # Query rows per quad in calls of several rows (sdpa_cpu.wgsl's QUAD_ROWS): each key and
-# value a quad loads (a gather, lane by lane) serves four rows' (row, head) pairs.
-# Natively on SwiftShader, SmolLM2, the 30 layers' attention of a 511-token prefill,
-# submits alternating: 2 rows 1.3x faster than 1, 4 rows 1.27x faster than 2.
-CPU_QUAD_ROWS = 4
+# value a quad loads (a gather, lane by lane) serves twice the (row, head) pairs. Natively
+# on SwiftShader, SmolLM2, the 30 layers' attention of a 511-token prefill: 2 rows 1.3x
+# faster than 1. 4 rows were 1.27x faster again, but that pipeline took ~5 s to compile
+# against ~1 (load time, on the critical path of a model's build).
+CPU_QUAD_ROWS = 2
 # A decode row of at least CPU_SPLIT_MIN_KEYS keys is split into CPU_DECODE_SPLITS even
 # shares, each a quad's, merged by sdpa_cpu.wgsl's `combine`: a decode step has a quad
 # per kv head only, too few for the cores to share out evenly (SmolLM2's 3 on 2 cores).
