@@ -562,9 +562,9 @@ fn main(
   let first_key = split * chunk;
   let end_key = min(keys, first_key + chunk);
   let cached = select(end_key, min(end_key, keys - 1u), ROPE_DECODE);
+  // Keys past `cached` in the last block: the last cached key again, weighted 0.
+  let last = cached - 1u;  // read only where the loop runs, cached > 0
   for (var key = first_key; key < cached; key += KEY_BLOCK) {
-    // Keys past `cached` in the last block: the last cached key again, weighted 0.
-    let last = cached - 1u;
     let base0 = (key * p.kv_heads + kv_head) * VEC4S;
     let base1 = (min(key + 1u, last) * p.kv_heads + kv_head) * VEC4S;
     let base2 = (min(key + 2u, last) * p.kv_heads + kv_head) * VEC4S;
