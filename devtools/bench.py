@@ -7,7 +7,9 @@ natively (wgpu-native). Writes a JSON report and prints a table (see BENCHMARKS.
 pywebgpu runs the 4-bit .pte from web/models/, wllama the Q4_1 GGUF it was exported from.
 Both get the same prompt token ids (a prefix of export_tools/data/quality_text.txt,
 tokenized with the model's tokenizer). Decoding is greedy and ignores end-of-sequence.
-Figures are medians over the repetitions; ratios are pywebgpu / peer from the same run.
+The sides run in rounds (a repetition of everything on each side, then the next round;
+web/bench.mjs). Figures are medians over the rounds; ratios are pywebgpu / peer from the
+same run: of speeds and times, the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from statistics import median
 from urllib.parse import urlparse
 
 from . import model_bench
@@ -125,18 +128,22 @@ def wllama_weights_on(report: dict) -> list[str]:
 # --- the report --------------------------------------------------------------------
 
 def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[tuple]:
-    """(label, path into a side's result, scale, higher is better) per metric."""
-    rows = [(f"prefill {n} tok (tok/s)", ("prefill", str(n), "tokens_per_s"), 1, True) for n in prefill_lengths]
+    """(label, path into a side's result, scale, higher is better, path to the figure's
+    value in each round or None) per metric."""
     shortest = str(min(prefill_lengths))
-    rows.append((f"time to first token, {shortest}-tok prompt (s)", ("prefill", shortest, "time_to_first_token_s"), 1, False))
-    rows += [(f"decode @{n} (tok/s)", ("decode", str(n), "tokens_per_s"), 1, True) for n in decode_contexts]
-    rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False) for n in decode_contexts]
-    rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False) for n in decode_contexts]
-    rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False) for n in decode_contexts]
-    rows += [(f"dispatches per decode token @{n}", ("decode", str(n), "dispatches_per_token"), 1, False) for n in decode_contexts]
+    rows = [
+        (f"prefill {n} tok (tok/s)", ("prefill", str(n), "tokens_per_s"), 1, True, ("prefill", str(n), "runs_tokens_per_s"))
+        for n in prefill_lengths
+    ]
+    rows.append((f"time to first token, {shortest}-tok prompt (s)", ("prefill", shortest, "time_to_first_token_s"), 1, False, ("prefill", shortest, "runs_s")))
+    rows += [(f"decode @{n} (tok/s)", ("decode", str(n), "tokens_per_s"), 1, True, ("decode", str(n), "runs_tokens_per_s")) for n in decode_contexts]
+    rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False, None) for n in decode_contexts]
+    rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False, None) for n in decode_contexts]
+    rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False, None) for n in decode_contexts]
+    rows += [(f"dispatches per decode token @{n}", ("decode", str(n), "dispatches_per_token"), 1, False, None) for n in decode_contexts]
     rows += [
-        ("GPU memory (MiB)", ("gpu_memory_bytes",), 2**-20, False),
-        ("model load (s)", ("load_s",), 1, False),
+        ("GPU memory (MiB)", ("gpu_memory_bytes",), 2**-20, False, None),
+        ("model load (s)", ("load_s",), 1, False, None),
     ]
     return rows
 
@@ -149,18 +156,29 @@ def _dig(result: dict, path: tuple):
     return result
 
 
+def ratio(ours: dict, theirs: dict, path: tuple, runs_path: tuple | None):
+    """ours / theirs of a metric: the median of the rounds' ratios where both sides have
+    the same number of rounds of it, else the ratio of the figures; None where either
+    lacks it."""
+    our_runs, their_runs = (_dig(ours, runs_path), _dig(theirs, runs_path)) if runs_path else (None, None)
+    if our_runs and their_runs and len(our_runs) == len(their_runs) and all(their_runs):
+        return median(a / b for a, b in zip(our_runs, their_runs))
+    a, b = _dig(ours, path), _dig(theirs, path)
+    return a / b if a is not None and b else None
+
+
 def compare(sides: dict[str, dict], rows: list[tuple], peers=("wllama-cpu", "wllama-webgpu")) -> list[dict]:
     """One row per metric: each side's figure, and pywebgpu-in-the-browser / each peer."""
     table = []
-    for label, path, scale, higher_is_better in rows:
+    for label, path, scale, higher_is_better, runs_path in rows:
         row = {"metric": label, "higher_is_better": higher_is_better}
         for name, result in sides.items():
             value = _dig(result, path)
             row[name] = None if value is None else value * scale
-        ours = row.get("pywebgpu-browser")
+        ours = sides.get("pywebgpu-browser")
         for peer in peers:
-            theirs = row.get(peer)
-            row[f"pywebgpu-browser / {peer}"] = ours / theirs if ours is not None and theirs else None
+            both = ours is not None and peer in sides
+            row[f"pywebgpu-browser / {peer}"] = ratio(ours, sides[peer], path, runs_path) if both else None
         table.append(row)
     return table
 

@@ -8,7 +8,7 @@ server and POSTs back the result; writes the same JSON report as devtools/bench.
         [--chromium-flag=--use-angle=vulkan ...] [--reps N] [--decode-tokens N] ...
 
 The peer, wllama, runs the GGUF given (e.g. one of the same geometry written by
-devtools.random_gguf) in the same page after pywebgpu. Needs the web bundle
+devtools.random_gguf) in the same page, in rounds with pywebgpu. Needs the web bundle
 (web/vendor/pyodide, web/vendor/wheels, and web/vendor/wllama for the peer) built
 beforehand; the standard library and pywebgpu only.
 """

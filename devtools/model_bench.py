@@ -154,90 +154,130 @@ async def profile_ops(model, tokens, position, repeats: int = 1) -> dict:
     return dict(sorted(by_name.items(), key=lambda item: -item[1][order]))
 
 
-async def measure(model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, reps, log=print, run_ahead=None, temperature=0.0, penalty=1.0) -> dict:
-    """Time prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to
-    first token) and `decode_tokens` steps after a prompt of each `decode_contexts` length
-    (tok/s, host ms per token, GPU ms per token where the adapter has timestamp queries),
-    greedy or with a `temperature` sampled as the chat demo samples, with a repetition
-    `penalty`, decoding `run_ahead` steps ahead of the host (None: as ChatSession);
-    medians over `reps`."""
-    run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
-    device = model.graph.device
-    clock = _SubmitClock(device)
-    if decode_tokens < 2:
-        raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
-    needed = max(max(prefill_lengths), max(decode_contexts))
-    if len(prompt_tokens) < needed:
-        raise ValueError(f"the prompt has {len(prompt_tokens)} tokens, the benchmark needs {needed}")
+class Measurement:
+    """One model's benchmark, taken a round at a time: a round times each prefill length
+    and decodes after each context once. web/bench.mjs runs pywebgpu's rounds and the
+    peer's in turn (a round each, then the next), so that both sides meet the same drift
+    of a shared machine's speed; natively `load_and_measure` runs them back to back.
 
-    # Warm-up (first-run costs: lazily built top-k reducer, driver caches), and the
-    # dispatch count of a prefill call, untimed.
-    first, _ = await _step(model, prompt_tokens[:8], 0, clock)
-    prefill_dispatches = clock.dispatches
-    await _step(model, [first], 8, clock)
+    Prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to first
+    token); `decode_tokens` steps after a prompt of each `decode_contexts` length (tok/s,
+    host ms per token), greedy or with a `temperature` sampled as the chat demo samples,
+    with a repetition `penalty`, decoding `run_ahead` steps ahead of the host (None: as
+    ChatSession). `finish` adds the GPU time per decode token (where the adapter has
+    timestamp queries), the op profiles and the medians over the rounds."""
 
-    result = {
-        "adapter": device.adapter.description,
-        "backend": device.adapter.backend,
-        "is_fallback_adapter": device.adapter.is_fallback,
-        "features": sorted(device.features),
-        "gpu_memory_bytes": device.allocated_bytes,
-        "dispatches_per_prefill_call": prefill_dispatches,
-        "decode_run_ahead_steps": run_ahead,
-        "decode_temperature": temperature,
-        "decode_repetition_penalty": penalty,
-        "prefill": {},
-        "decode": {},
-    }
-    for length in prefill_lengths:
-        walls = []
-        for rep in range(reps):
-            _, wall = await _step(model, prompt_tokens[:length], 0, clock)
-            walls.append(wall)
-            log(f"pywebgpu prefill {length}: {wall:.2f} s (rep {rep + 1}/{reps})")
-        result["prefill"][str(length)] = {
-            "tokens": length,
-            "tokens_per_s": length / median(walls),
-            "time_to_first_token_s": median(walls),
-            "runs_s": walls,
+    def __init__(self, model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, log=print, run_ahead=None, temperature=0.0, penalty=1.0):
+        if decode_tokens < 2:
+            raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
+        needed = max(max(prefill_lengths), max(decode_contexts))
+        if len(prompt_tokens) < needed:
+            raise ValueError(f"the prompt has {len(prompt_tokens)} tokens, the benchmark needs {needed}")
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+        self.prefill_lengths = prefill_lengths
+        self.decode_contexts = decode_contexts
+        self.decode_tokens = decode_tokens
+        self.log = log
+        self.run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
+        self.temperature = temperature
+        self.penalty = penalty
+        self.clock = _SubmitClock(model.graph.device)
+        self._prefill_walls = {length: [] for length in prefill_lengths}
+        self._decodes = {context: [] for context in decode_contexts}  # (tok/s, host ms, submit ms) per round
+        self._continuations = {}  # context -> the first round's [first token, decoded...]
+        self._dispatches = {}
+        self.result = {}
+
+    async def start(self):
+        """Warm-up (first-run costs: lazily built top-k reducer, driver caches) and the
+        dispatch count of a prefill call, untimed."""
+        device = self.model.graph.device
+        first, _ = await _step(self.model, self.prompt_tokens[:8], 0, self.clock)
+        prefill_dispatches = self.clock.dispatches
+        await _step(self.model, [first], 8, self.clock)
+        self.result = {
+            "adapter": device.adapter.description,
+            "backend": device.adapter.backend,
+            "is_fallback_adapter": device.adapter.is_fallback,
+            "features": sorted(device.features),
+            "gpu_memory_bytes": device.allocated_bytes,
+            "dispatches_per_prefill_call": prefill_dispatches,
+            "decode_run_ahead_steps": self.run_ahead,
+            "decode_temperature": self.temperature,
+            "decode_repetition_penalty": self.penalty,
         }
-    longest = min(max(prefill_lengths), model.max_prefill)  # one program call
-    result["prefill_profile"] = {"tokens": longest, "ops": await profile_ops(model, prompt_tokens[:longest], 0)}
-    for context in decode_contexts:
-        # The prompt is prefilled once; every rep decodes from the same cache state
-        # (greedy: the same tokens each time), overwriting the positions after it.
-        first, _ = await _step(model, prompt_tokens[:context], 0, clock)
-        speeds, host_ms, submit_ms, generated = [], [], [], None
-        window = prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
-        for rep in range(reps):
+
+    async def _prefill(self, context: int) -> int:
+        """The first `context` prompt tokens fed from position 0, untimed: the cache as
+        every decode after that context starts from (the same chunks each time, so the
+        same values); returns the token that comes after them."""
+        first, _ = await _step(self.model, self.prompt_tokens[:context], 0, self.clock)
+        return first
+
+    async def round(self, number: int):
+        """One repetition of every measurement (`number` counts from 1, for the log)."""
+        for length in self.prefill_lengths:
+            _, wall = await _step(self.model, self.prompt_tokens[:length], 0, self.clock)
+            self._prefill_walls[length].append(wall)
+            self.log(f"pywebgpu prefill {length}: {wall:.2f} s (round {number})")
+        for context in self.decode_contexts:
+            # Every round decodes from the same cache state (greedy: the same tokens).
+            first = await self._prefill(context)
+            window = self.prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
             generated, seconds, hosts, submits, dispatches = await _decode(
-                model, first, context, decode_tokens, clock, run_ahead, temperature, penalty, window
+                self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window
             )
-            speeds.append(len(generated) / seconds)
-            host_ms.append(1000 * median(hosts))
-            submit_ms.append(1000 * median(submits))
-            log(f"pywebgpu decode @{context}: {speeds[-1]:.2f} tok/s, host {host_ms[-1]:.2f} ms/token (rep {rep + 1}/{reps})")
-        gpu_ms = await _gpu_ms_per_token(model, first, context, decode_tokens, clock)
-        if gpu_ms is not None:
-            log(f"pywebgpu decode @{context}: GPU {gpu_ms:.2f} ms/token (timestamp queries)")
-        result["decode"][str(context)] = {
-            "context": context,
-            "tokens": decode_tokens,
-            "tokens_per_s": median(speeds),
-            "host_ms_per_token": median(host_ms),
-            "submit_ms_per_token": median(submit_ms),
-            "gpu_ms_per_token": gpu_ms,
-            "dispatches_per_token": dispatches,  # the last step's: attention's depend on the keys
-            "runs_tokens_per_s": speeds,
-            "greedy_continuation": [first] + generated,
+            continuation = [first] + generated
+            if self._continuations.setdefault(context, continuation) != continuation and self.temperature == 0:
+                raise RuntimeError(f"greedy decoding after {context} tokens gave other tokens in round {number} than in the first")
+            self._dispatches[context] = dispatches  # the last step's: attention's depend on the keys
+            speed = len(generated) / seconds
+            self._decodes[context].append((speed, 1000 * median(hosts), 1000 * median(submits)))
+            self.log(f"pywebgpu decode @{context}: {speed:.2f} tok/s, host {1000 * median(hosts):.2f} ms/token (round {number})")
+
+    async def finish(self) -> dict:
+        """The result: medians over the rounds, each round's figures, the GPU time per
+        decode token and the op profiles."""
+        model, clock, result = self.model, self.clock, self.result
+        result["prefill"] = {
+            str(length): {
+                "tokens": length,
+                "tokens_per_s": length / median(walls),
+                "time_to_first_token_s": median(walls),
+                "runs_s": walls,
+                "runs_tokens_per_s": [length / wall for wall in walls],
+            }
+            for length, walls in self._prefill_walls.items()
         }
-    result["gpu_memory_bytes"] = device.allocated_bytes
-    result["decode_profile"] = await profile_ops(model, [first], max(decode_contexts), repeats=DECODE_PROFILE_REPEATS)
-    return result
+        longest = min(max(self.prefill_lengths), model.max_prefill)  # one program call
+        result["prefill_profile"] = {"tokens": longest, "ops": await profile_ops(model, self.prompt_tokens[:longest], 0)}
+        result["decode"] = {}
+        for context, runs in self._decodes.items():
+            first = await self._prefill(context)
+            gpu_ms = await _gpu_ms_per_token(model, first, context, self.decode_tokens, clock)
+            if gpu_ms is not None:
+                self.log(f"pywebgpu decode @{context}: GPU {gpu_ms:.2f} ms/token (timestamp queries)")
+            result["decode"][str(context)] = {
+                "context": context,
+                "tokens": self.decode_tokens,
+                "tokens_per_s": median(run[0] for run in runs),
+                "host_ms_per_token": median(run[1] for run in runs),
+                "submit_ms_per_token": median(run[2] for run in runs),
+                "gpu_ms_per_token": gpu_ms,
+                "dispatches_per_token": self._dispatches[context],
+                "runs_tokens_per_s": [run[0] for run in runs],
+                "greedy_continuation": self._continuations[context],
+            }
+        result["gpu_memory_bytes"] = model.graph.device.allocated_bytes
+        last = max(self.decode_contexts)
+        result["decode_profile"] = await profile_ops(model, self._continuations[last][:1], last, repeats=DECODE_PROFILE_REPEATS)
+        return result
 
 
-async def load_and_measure(manifest_location, config: dict, pte_data=None, log=print) -> dict:
-    """Load the model (timed), then `measure` it with `config`'s settings."""
+async def load(manifest_location, config: dict, pte_data=None, log=print) -> Measurement:
+    """Load the model (timed; "load_s" in the result) and start a Measurement with
+    `config`'s settings."""
     from pywebgpu.llm import LanguageModel
     from pywebgpu.ops import registry
 
@@ -247,17 +287,26 @@ async def load_and_measure(manifest_location, config: dict, pte_data=None, log=p
     model = await LanguageModel.load(manifest_location, pte_data=pte_data)
     load_s = _now() - started
     log(f"pywebgpu: model loaded in {load_s:.1f} s on {model.graph.device.adapter.description}")
-    result = await measure(
+    measurement = Measurement(
         model,
         config["prompt_tokens"],
         config["prefill_lengths"],
         config["decode_contexts"],
         config["decode_tokens"],
-        config["reps"],
         log,
         config.get("run_ahead"),
         config.get("temperature", 0.0),
         config.get("repetition_penalty", 1.0),
     )
-    result["load_s"] = load_s
-    return result
+    await measurement.start()
+    measurement.result["load_s"] = load_s
+    return measurement
+
+
+async def load_and_measure(manifest_location, config: dict, pte_data=None, log=print) -> dict:
+    """Load the model (timed), then measure it with `config`'s settings, its rounds back
+    to back."""
+    measurement = await load(manifest_location, config, pte_data, log)
+    for number in range(1, config["reps"] + 1):
+        await measurement.round(number)
+    return await measurement.finish()

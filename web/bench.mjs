@@ -1,11 +1,16 @@
 // The speed benchmark's page, driven by devtools/bench.py through window.runBench(config),
 // or unattended (bench.html?unattended, devtools/bench_unattended.py: a bare Chromium that
 // no Playwright drives): the page fetches unattended/config.json and POSTs the result.
-// One after the other in this one browser, so that they never share the CPU:
+// The sides, all loaded in this one browser:
 //   1. pywebgpu: Pyodide in a module Web Worker (worker.mjs, as the chat demo runs it),
 //      running devtools/model_bench.py (its source comes in config.pythonSource);
 //   2. wllama (llama.cpp in wasm) on the same model's GGUF, once per config.wllamaModes
 //      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend).
+// They run in rounds, one side after the other so that they never share the CPU: a round
+// of each side (every prefill length timed once, a decode after every context), then the
+// next round. A shared machine's speed drifts over minutes; in rounds, every side meets
+// the same drift, and a round's ratios compare runs made a minute or two apart. An idle
+// side costs nothing: wllama's threads and pywebgpu's worker wait without spinning.
 // pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
 
@@ -59,12 +64,14 @@ function startPythonWorker() {
   return { run, terminate: () => worker.terminate() };
 }
 
-async function benchPywebgpu(config) {
+// The pywebgpu side: loaded and warmed up; round(n) and finish() run model_bench's
+// Measurement in the worker, whose Python globals persist between calls.
+async function startPywebgpu(config) {
   const python = startPythonWorker();
   try {
     // Strings go over as JSON, which Python reads back with json.loads.
     const args = JSON.stringify(JSON.stringify({ manifest: config.manifestUrl, measure: config.measure }));
-    const result = await python.run(`
+    await python.run(`
 import json, sys, types
 import js
 from pyodide.ffi import to_js
@@ -77,12 +84,22 @@ def _status(text):
     js.postMessage(to_js({"type": "status", "text": text}, dict_converter=js.Object.fromEntries))
 
 _args = json.loads(${args})
-json.dumps(await model_bench.load_and_measure(_args["manifest"], _args["measure"], log=_status))
+_measurement = await model_bench.load(_args["manifest"], _args["measure"], log=_status)
 `);
-    return JSON.parse(result);
-  } finally {
-    python.terminate(); // frees its GPU buffers and wasm heap before the peer runs
+  } catch (error) {
+    python.terminate();
+    throw error;
   }
+  return {
+    round: (number) => python.run(`await _measurement.round(${number})`),
+    async finish() {
+      try {
+        return JSON.parse(await python.run("json.dumps(await _measurement.finish())"));
+      } finally {
+        python.terminate(); // frees its GPU buffers and wasm heap
+      }
+    },
+  };
 }
 
 // --- wllama ----------------------------------------------------------------------------
@@ -111,8 +128,9 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 };
 
-async function benchWllama(config, mode, model) {
-  const { prefill_lengths, decode_contexts, decode_tokens, reps } = config.measure;
+// A wllama side: loaded and warmed up; round(n) times each prefill and decode once.
+async function startWllama(config, mode, model) {
+  const { prefill_lengths, decode_contexts, decode_tokens } = config.measure;
   const prompts = config.promptTexts;
   const lines = [];
   // Imported here: an unattended pywebgpu-only run need not ship wllama.
@@ -137,58 +155,73 @@ async function benchWllama(config, mode, model) {
   log(`wllama ${mode}: loaded in ${result.load_s.toFixed(1)} s, ${result.threads} thread(s)`);
   // Warm-up, untimed, as on pywebgpu's side: first-call costs (thread pool, buffers).
   await completion(wllama, prompts[Math.min(...prefill_lengths)], 2, false);
-  for (const length of prefill_lengths) {
-    const runs = [];
-    for (let rep = 0; rep < reps; rep++) {
-      // One token out: its timings are those of the prompt alone.
-      const { timings } = await completion(wllama, prompts[length], 1, false);
-      runs.push(timings);
-      log(`wllama ${mode} prefill ${length}: ${timings.prompt_per_second.toFixed(2)} tok/s (rep ${rep + 1}/${reps})`);
-    }
-    result.prefill[length] = {
-      tokens: runs[0].prompt_n,
-      tokens_per_s: median(runs.map((t) => t.prompt_per_second)),
-      time_to_first_token_s: median(runs.map((t) => t.prompt_ms)) / 1000,
-      runs_tokens_per_s: runs.map((t) => t.prompt_per_second),
-    };
-  }
-  for (const context of decode_contexts) {
-    const runs = [];
-    let text = "";
-    for (let rep = 0; rep < reps; rep++) {
-      // The first token comes from the prompt's logits; decode_tokens more are decoded.
-      // The prompt is kept in the cache: only the first rep prefills it.
-      const reply = await completion(wllama, prompts[context], decode_tokens + 1, true);
-      runs.push(reply.timings);
-      text = reply.text;
-      log(`wllama ${mode} decode @${context}: ${reply.timings.predicted_per_second.toFixed(2)} tok/s (rep ${rep + 1}/${reps})`);
-    }
-    result.decode[context] = {
-      context: runs[0].prompt_n + runs[0].cache_n,
-      tokens: runs[0].predicted_n,
-      tokens_per_s: median(runs.map((t) => t.predicted_per_second)),
-      runs_tokens_per_s: runs.map((t) => t.predicted_per_second),
-      greedy_text: text,
-    };
-  }
-  await wllama.exit();
-  result.log = lines;
-  return result;
+  const prefills = Object.fromEntries(prefill_lengths.map((length) => [length, []]));
+  const decodes = Object.fromEntries(decode_contexts.map((context) => [context, []]));
+  const texts = {};
+  return {
+    async round(number) {
+      for (const length of prefill_lengths) {
+        // One token out: its timings are those of the prompt alone.
+        const { timings } = await completion(wllama, prompts[length], 1, false);
+        prefills[length].push(timings);
+        log(`wllama ${mode} prefill ${length}: ${timings.prompt_per_second.toFixed(2)} tok/s (round ${number})`);
+      }
+      for (const context of decode_contexts) {
+        // The first token comes from the prompt's logits; decode_tokens more are decoded.
+        // The prompt is kept in the cache: what the cache holds of it is not fed again.
+        const reply = await completion(wllama, prompts[context], decode_tokens + 1, true);
+        decodes[context].push(reply.timings);
+        texts[context] ??= reply.text;
+        log(`wllama ${mode} decode @${context}: ${reply.timings.predicted_per_second.toFixed(2)} tok/s (round ${number})`);
+      }
+    },
+    async finish() {
+      for (const [length, runs] of Object.entries(prefills)) {
+        result.prefill[length] = {
+          tokens: runs[0].prompt_n,
+          tokens_per_s: median(runs.map((t) => t.prompt_per_second)),
+          time_to_first_token_s: median(runs.map((t) => t.prompt_ms)) / 1000,
+          runs_tokens_per_s: runs.map((t) => t.prompt_per_second),
+          runs_s: runs.map((t) => t.prompt_ms / 1000),
+        };
+      }
+      for (const [context, runs] of Object.entries(decodes)) {
+        result.decode[context] = {
+          context: runs[0].prompt_n + runs[0].cache_n,
+          tokens: runs[0].predicted_n,
+          tokens_per_s: median(runs.map((t) => t.predicted_per_second)),
+          runs_tokens_per_s: runs.map((t) => t.predicted_per_second),
+          greedy_text: texts[context],
+        };
+      }
+      await wllama.exit();
+      result.log = lines;
+      return result;
+    },
+  };
 }
 
 // --- the run ---------------------------------------------------------------------------
 
 window.runBench = async (config) => {
   const result = { adapter: await describeAdapter(), userAgent: navigator.userAgent, crossOriginIsolated, wllama: {} };
+  const sides = []; // [name, side]
   if (config.pywebgpu) {
     log("pywebgpu: starting Python in a worker");
-    result.pywebgpu = await benchPywebgpu(config);
+    sides.push(["pywebgpu", await startPywebgpu(config)]);
   }
   if (config.wllamaModes.length) {
     const response = await fetch(config.ggufUrl);
     if (!response.ok) throw new Error(`${config.ggufUrl}: HTTP ${response.status}`);
     const model = await response.blob();
-    for (const mode of config.wllamaModes) result.wllama[mode] = await benchWllama(config, mode, model);
+    for (const mode of config.wllamaModes) sides.push([mode, await startWllama(config, mode, model)]);
+  }
+  for (let number = 1; number <= config.measure.reps; number++) {
+    for (const [, side] of sides) await side.round(number);
+  }
+  for (const [name, side] of sides) {
+    if (name === "pywebgpu") result.pywebgpu = await side.finish();
+    else result.wllama[name] = await side.finish();
   }
   return result;
 };
