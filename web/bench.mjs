@@ -9,8 +9,9 @@
 // They run in rounds, one side after the other so that they never share the CPU: a round
 // of each side (every prefill length timed once, a decode after every context), then the
 // next round. A shared machine's speed drifts over minutes; in rounds, every side meets
-// the same drift, and a round's ratios compare runs made a minute or two apart. An idle
-// side costs nothing: wllama's threads and pywebgpu's worker wait without spinning.
+// the same drift, and a round's ratios compare runs made a minute or two apart. A loaded,
+// idle wllama costs the others nothing (its threads wait without spinning: no CPU time
+// over 10 s idle, measured on the 2-core VM).
 // pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
 
