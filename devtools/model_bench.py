@@ -208,13 +208,6 @@ class Measurement:
             "decode_repetition_penalty": self.penalty,
         }
 
-    async def _prefill(self, context: int) -> int:
-        """The first `context` prompt tokens fed from position 0, untimed: the cache as
-        every decode after that context starts from (the same chunks each time, so the
-        same values); returns the token that comes after them."""
-        first, _ = await _step(self.model, self.prompt_tokens[:context], 0, self.clock)
-        return first
-
     async def round(self, number: int):
         """One repetition of every measurement (`number` counts from 1, for the log)."""
         for length in self.prefill_lengths:
@@ -222,8 +215,9 @@ class Measurement:
             self._prefill_walls[length].append(wall)
             self.log(f"pywebgpu prefill {length}: {wall:.2f} s (round {number})")
         for context in self.decode_contexts:
-            # Every round decodes from the same cache state (greedy: the same tokens).
-            first = await self._prefill(context)
+            # Every round decodes from the same cache state (greedy: the same tokens): the
+            # prompt fed from position 0, untimed, in the same chunks each time.
+            first, _ = await _step(self.model, self.prompt_tokens[:context], 0, self.clock)
             window = self.prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
             generated, seconds, hosts, submits, dispatches = await _decode(
                 self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window
@@ -254,7 +248,9 @@ class Measurement:
         result["prefill_profile"] = {"tokens": longest, "ops": await profile_ops(model, self.prompt_tokens[:longest], 0)}
         result["decode"] = {}
         for context, runs in self._decodes.items():
-            first = await self._prefill(context)
+            # Timed steps from the context on: a step's GPU time does not depend on what
+            # the cache holds, so the prompt is not fed again for them.
+            first = self._continuations[context][0]
             gpu_ms = await _gpu_ms_per_token(model, first, context, self.decode_tokens, clock)
             if gpu_ms is not None:
                 self.log(f"pywebgpu decode @{context}: GPU {gpu_ms:.2f} ms/token (timestamp queries)")
