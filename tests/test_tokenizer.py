@@ -228,6 +228,36 @@ def _our_pre_tokens(tokenizer: Tokenizer, text: str) -> list[str]:
     return words
 
 
+# Run natively here and in Pyodide by e2e_tests/test_tokenizer_browser.py (whose Python
+# has another Unicode database): the \\p{L} and \\p{N} classes, built without a category
+# lookup per code point, against unicodedata's categories of every code point.
+CLASSES_AGAINST_UNICODEDATA = """
+import itertools, unicodedata
+from pywebgpu.llm import tokenizer
+
+
+def classes_unlike_unicodedata():
+    majors = [unicodedata.category(chr(cp))[0] for cp in range(0x110000)]
+    unlike = []
+    for name in ("L", "N"):
+        expected, start = [], 0
+        for member, run in itertools.groupby(major == name for major in majors):
+            length = len(tuple(run))
+            if member:
+                expected.append((start, start + length - 1))
+            start += length
+        if tokenizer._property_ranges(name) != expected:
+            unlike.append(name)
+    return unlike
+"""
+
+
+def test_letter_and_number_classes_match_unicodedata():
+    namespace = {}
+    exec(CLASSES_AGAINST_UNICODEDATA, namespace)
+    assert namespace["classes_unlike_unicodedata"]() == []
+
+
 @pytest.mark.parametrize("which", ["smollm2", "llama3"])
 def test_pre_tokenization_of_every_code_point(which, smollm2, llama3):
     """The translated \\p{L} / \\p{N} / \\s classes split like Oniguruma's over all of Unicode.
