@@ -324,3 +324,35 @@ def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, p
     else:
         assert answer["text"].startswith(decode(reply[:compared]).rstrip("\ufffd"))
     assert len(set(reply[:compared])) > 1
+
+
+# LanguageModel.load's own checks of a .pte handed to it (the chat page's worker hands it a
+# file the page has checked, and skips its sha256: see chat-worker.mjs).
+LOAD_CHECK_SOURCE = """
+import js
+from pywebgpu.llm import LanguageModel
+
+async def load_error(manifest_url, pte_url, truncate_to, flip_byte):
+    data = await (await js.fetch(pte_url)).arrayBuffer()
+    if truncate_to is not None:
+        data = data.slice(0, truncate_to)
+    if flip_byte is not None:
+        view = js.Uint8Array.new(data)
+        view[flip_byte] = view[flip_byte] ^ 1
+    try:
+        await LanguageModel.load(manifest_url, pte_data=data)
+    except Exception as error:
+        return [type(error).__name__, str(error)]
+"""
+
+
+@pytest.mark.parametrize(
+    "truncate_to, flip_byte, detail",
+    [(None, 1 << 20, "sha256 does not match its manifest"), (1 << 20, None, "it is truncated or damaged")],
+    ids=["wrong-sha256", "truncated"],
+)
+def test_language_model_refuses_a_damaged_file(python_page, bundled_model, truncate_to, flip_byte, detail):
+    pte_file = json.loads(bundled_model.read_text())["pte"]["file"]
+    python_page.load_module("load_check", LOAD_CHECK_SOURCE)
+    error = python_page.call("load_check", "load_error", f"/models/{bundled_model.name}", f"/models/{pte_file}", truncate_to, flip_byte)
+    assert error is not None and error[0] == "ModelFileError" and detail in error[1], error

@@ -51,7 +51,8 @@ class ChatWorker:
         post(type="status", text="Preparing the model on the GPU…")
         started = time.perf_counter()
         try:
-            self.model = await LanguageModel.load(manifest_url, pte_data=pte)
+            # The page checked the file's sha256 (model-files.mjs) before handing it over.
+            self.model = await LanguageModel.load(manifest_url, pte_data=pte, sha256_checked=True)
         except Exception as error:
             post_error(error)
             return

@@ -92,19 +92,25 @@ class LanguageModel:
         self.chat_template = ChatTemplate.from_template_string(manifest.get("chat_template"))
 
     @classmethod
-    async def load(cls, manifest_location: str, pte_data=None, on_progress=None, device: Device | None = None):
+    async def load(
+        cls, manifest_location: str, pte_data=None, on_progress=None, device: Device | None = None, sha256_checked: bool = False
+    ):
         """Load from a manifest (URL in the browser, path natively). `pte_data` may hold
         the .pte already (bytes, or a JS ArrayBuffer the page took from its cache); it is
-        checked against the manifest's size and sha256 either way."""
+        checked against the manifest's size either way, and against its sha256 unless the
+        caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
+        it takes from its cache or the network, and hashing the bundled model again took
+        ~0.3 s of its load on a 2-core machine)."""
         manifest = json.loads(await _read_text(manifest_location))
         expected = manifest["pte"]
+        check_sha256 = pte_data is None or not sha256_checked
         if pte_data is None:
             pte_data = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected["bytes"], on_progress)
         if _byte_length(pte_data) != expected["bytes"]:
             raise ModelFileError(
                 f"the model file has {_byte_length(pte_data)} bytes, its manifest says {expected['bytes']}: it is truncated or damaged"
             )
-        if await _sha256_hex(pte_data) != expected["sha256"]:
+        if check_sha256 and await _sha256_hex(pte_data) != expected["sha256"]:
             raise ModelFileError("the model file's sha256 does not match its manifest: the file is damaged")
         if not manifest.get("tokenizer"):
             raise ModelFileError("the model's manifest names no tokenizer")
