@@ -230,23 +230,18 @@ def _our_pre_tokens(tokenizer: Tokenizer, text: str) -> list[str]:
 
 # Run natively here and in Pyodide by e2e_tests/test_tokenizer_browser.py (whose Python
 # has another Unicode database): the \\p{L} and \\p{N} classes, built without a category
-# lookup per code point, against unicodedata's categories of every code point.
+# lookup per code point, against the ranges of unicodedata's categories of every code
+# point (the tokenizer's full scan, which its other \\p{..} classes use).
 CLASSES_AGAINST_UNICODEDATA = """
-import itertools, unicodedata
 from pywebgpu.llm import tokenizer
 
 
 def classes_unlike_unicodedata():
-    majors = [unicodedata.category(chr(cp))[0] for cp in range(0x110000)]
+    categories = tokenizer._general_category_ranges()
     unlike = []
     for name in ("L", "N"):
-        expected, start = [], 0
-        for member, run in itertools.groupby(major == name for major in majors):
-            length = len(tuple(run))
-            if member:
-                expected.append((start, start + length - 1))
-            start += length
-        if tokenizer._property_ranges(name) != expected:
+        members = [run for category, runs in categories.items() if category[0] == name for run in runs]
+        if tokenizer._property_ranges(name) != tokenizer._coalesced(members):
             unlike.append(name)
     return unlike
 """
