@@ -25,7 +25,15 @@ fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
 // is one SIMD shuffle: lane j of a quad loads the x values of the chunk's word j and
 // hands them to the other three. SwiftShader, SmolLM2's decode shapes, against the
 // 4-outputs, word-at-a-time kernel this replaced (both unpacking by masks): 8 outputs
-// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x.
+// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x. Then 16 outputs in workgroups of 8
+// threads against 8 outputs in workgroups of 32 (SwiftShader natively, `cpu_gemv`
+// variants, µs per dispatch): q/k/v 377 vs 436, gate/up 991 vs 1,093, the LM head 16.1
+// vs 18.1 ms, and the small workgroups keep the output and down projections (N 576: 5
+// workgroups) at 237 vs 259 and 518 vs 574 (16 outputs in workgroups of 32, two
+// workgroups: 352 and 838). Removing parts of the kernel (a diagnostic, wrong sums)
+// showed the products only a fifth of its time, the rest the loads, broadcasts and loop
+// that 16 outputs share twice as widely; 32 outputs spill (o and down slower, the rest
+// within 5 % of 16).
 // A quad's threads take consecutive outputs: a quad whose first output is past N leaves
 // whole; in the others every thread stays to the end (outputs past N read the last
 // weight row, weight_row, and are never stored).
@@ -33,11 +41,11 @@ fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
 // and the quad adds them up: the four lanes load every word of the row once. (SwiftShader,
 // SmolLM2's q/k/v and gate/up: as fast as without the norm, which was a dispatch of its
 // own.)
-// p.silu_mul_out: a thread computes 4 outputs of silu(gate) * up, total_lo the gate's rows
-// of them, total_hi the up's.
+// p.silu_mul_out: a thread computes 8 outputs of silu(gate) * up, totals a and b the gate's
+// rows of them, c and d the up's.
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
-const GEMV_THREADS: u32 = 32u;  // linear.py's GEMV_THREADS
-const GEMV_OUTPUTS: u32 = 8u;  // linear.py's GEMV_OUTPUTS
+const GEMV_THREADS: u32 = 8u;  // linear.py's GEMV_THREADS
+const GEMV_OUTPUTS: u32 = 16u;  // linear.py's GEMV_OUTPUTS
 
 // `weights` as chunks of 4 words: gemv's group sizes are multiples of 32 values, so a
 // row is a whole number of chunks and a chunk never straddles two groups.
@@ -89,12 +97,19 @@ fn gemv(
   }
   let m = wg.z;
   let x_row = x_row_start(m);
-  let hi = select(n0 + 4u, p.split0 + n0, silu_mul);  // the weight row of total_hi.x
-  let rows_lo = chunk_rows4(n0);
-  let rows_hi = chunk_rows4(hi);
+  // The weight rows of the thread's 4 blocks of 4 outputs (totals a .. d): n0 .. n0 + 15,
+  // or the gate's rows of its 8 outputs (a, b), then the up's (c, d).
+  let up = select(n0 + 8u, p.split0 + n0, silu_mul);
+  let firsts = vec4<u32>(n0, n0 + 4u, up, up + 4u);
+  let rows_a = chunk_rows4(firsts.x);
+  let rows_b = chunk_rows4(firsts.y);
+  let rows_c = chunk_rows4(firsts.z);
+  let rows_d = chunk_rows4(firsts.w);
   let chunks_per_group = p.group_size / 32u;
-  var total_lo = vec4<f32>();
-  var total_hi = vec4<f32>();
+  var total_a = vec4<f32>();
+  var total_b = vec4<f32>();
+  var total_c = vec4<f32>();
+  var total_d = vec4<f32>();
   // One loop, a chunk per iteration, each scaled by its group's scales: in SwiftShader a
   // loop nested in the loop over groups (chunks within a group) cost the kernel 1.6-1.7x
   // (the loop-carried sums are spilled and blended under the lane mask each iteration).
@@ -115,27 +130,26 @@ fn gemv(
       offset_sum,
     );
     let scale = (chunk / chunks_per_group) * p.scale_stride;
-    total_lo += (dot_chunks4(rows_lo, chunk, xc) - 8.0 * offset_sum) * scales4(scale + n0);
-    total_hi += (dot_chunks4(rows_hi, chunk, xc) - 8.0 * offset_sum) * scales4(scale + hi);
+    let offset = 8.0 * offset_sum;
+    total_a += (dot_chunks4(rows_a, chunk, xc) - offset) * scales4(scale + firsts.x);
+    total_b += (dot_chunks4(rows_b, chunk, xc) - offset) * scales4(scale + firsts.y);
+    total_c += (dot_chunks4(rows_c, chunk, xc) - offset) * scales4(scale + firsts.z);
+    total_d += (dot_chunks4(rows_d, chunk, xc) - offset) * scales4(scale + firsts.w);
   }
   if (X_RMS_NORM) {
     // The quad's lanes loaded every word of the row once.
     squares += quadSwapX(squares);
     squares += quadSwapY(squares);
     let scale = inverse_rms(squares);
-    total_lo *= scale;
-    total_hi *= scale;
+    total_a *= scale;
+    total_b *= scale;
+    total_c *= scale;
+    total_d *= scale;
   }
   if (silu_mul) {
-    store_silu_mul4(m, n0, silu_mul4(n0, total_lo, total_hi));
+    store_silu_mul4(m, n0, silu_mul4(n0, total_a, total_c));
+    store_silu_mul4(m, n0 + 4u, silu_mul4(n0 + 4u, total_b, total_d));
     return;
   }
-  for (var j = 0u; j < 4u; j++) {
-    if (n0 + j < p.n) {
-      store(m, n0 + j, total_lo[j]);
-    }
-    if (n0 + 4u + j < p.n) {
-      store(m, n0 + 4u + j, total_hi[j]);
-    }
-  }
+  store_row16(m, n0, Outputs16(total_a, total_b, total_c, total_d));
 }

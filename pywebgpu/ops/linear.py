@@ -28,8 +28,8 @@ from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.
 PARAMS_BYTES = 48  # linear_q4gsw.wgsl's Params (11 u32), in whole 16-byte rows
-GEMV_THREADS = 32  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
-GEMV_OUTPUTS = 8  # outputs per gemv thread
+GEMV_THREADS = 8  # threads per gemv workgroup (linear_q4gsw_quads.wgsl)
+GEMV_OUTPUTS = 16  # outputs per gemv thread
 # gemv reads weights in chunks of 4 words, gemv_rows in steps of 4 words, where group
 # sizes are a multiple of this (else gemv_rows runs steps of one word: STEP_WORDS).
 STEP_VALUES = 32
@@ -71,7 +71,7 @@ QPARAMS_ROWS = 4  # rows per choose_qparams workgroup (dynamic_quant_int8.wgsl)
 ELEMENTWISE_WORKGROUP = 256
 # Kernels by adapter kind. CPU adapters (SwiftShader, lavapipe) run a workgroup's
 # invocations one SIMD batch after another: shared memory and barriers only cost there,
-# and threads walking their own weight rows are fastest: `gemv` (8 outputs each, x
+# and threads walking their own weight rows are fastest: `gemv` (16 outputs each, x
 # shared by quads) for one row of x, `gemv_rows` (16 outputs of GEMV_ROWS rows each, x
 # shared by quads where the adapter has subgroups) for more, at any M (SwiftShader: 2x
 # the tiled GEMM at 128 rows, 3x at 8), and for one row that gemv cannot take (no
