@@ -185,7 +185,7 @@ fn scales4(first: u32) -> vec4<f32> {
 // read by every thread and stay in cache. On such adapters a load costs far more than an
 // arithmetic instruction (each is a gather, lane by lane), so a thread makes each value
 // it loads serve several products: `gemv` (decode; linear_q4gsw_quads.wgsl, as it needs
-// subgroups) computes 8 outputs of one row of x per thread; `gemv_rows` (below: prefill,
+// subgroups) computes 16 outputs of one row of x per thread; `gemv_rows` (below: prefill,
 // and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of
 // x, so that each x value serves ROWS_OUTPUTS weights and each unpacked word GEMV_ROWS
 // rows (SwiftShader, SmolLM2's linears at 64 rows: 16 outputs 1.9x faster than 4, and

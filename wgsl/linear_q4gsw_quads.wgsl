@@ -25,15 +25,15 @@ fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
 // is one SIMD shuffle: lane j of a quad loads the x values of the chunk's word j and
 // hands them to the other three. SwiftShader, SmolLM2's decode shapes, against the
 // 4-outputs, word-at-a-time kernel this replaced (both unpacking by masks): 8 outputs
-// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x. Then 16 outputs in workgroups of 8
-// threads against 8 outputs in workgroups of 32 (SwiftShader natively, `cpu_gemv`
-// variants, µs per dispatch): q/k/v 377 vs 436, gate/up 991 vs 1,093, the LM head 16.1
-// vs 18.1 ms, and the small workgroups keep the output and down projections (N 576: 5
-// workgroups) at 237 vs 259 and 518 vs 574 (16 outputs in workgroups of 32, two
-// workgroups: 352 and 838). Removing parts of the kernel (a diagnostic, wrong sums)
-// showed the products only a fifth of its time, the rest the loads, broadcasts and loop
-// that 16 outputs share twice as widely; 32 outputs spill (o and down slower, the rest
-// within 5 % of 16).
+// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x. Leaving out one part at a time (a
+// diagnostic, wrong sums) showed the products only a fifth of its time, the rest the
+// loads, broadcasts and loop around them, so a thread takes 16 outputs, which share them
+// twice as widely as 8, in workgroups of 8 threads, which keep the small linears (N 576:
+// 5 workgroups) spread over the cores. Against 8 outputs in workgroups of 32 (SwiftShader
+// natively, interleaved, µs per dispatch): q/k/v 408 vs 457, gate/up 1,044 vs 1,144, the
+// output projection 235 vs 260, the down projection 531 vs 585, the LM head 16.3 vs 18.0
+// ms. 16 outputs in workgroups of 32 left N 576 two workgroups (352 and 838 µs); 32
+// outputs took gate/up and the LM head a further 0.93-0.98x, and N 576 1.13x slower.
 // A quad's threads take consecutive outputs: a quad whose first output is past N leaves
 // whole; in the others every thread stays to the end (outputs past N read the last
 // weight row, weight_row, and are never stored).
