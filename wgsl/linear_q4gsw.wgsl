@@ -461,6 +461,14 @@ fn quad_past_n(n0: u32, lane: u32, outputs: u32) -> bool {
   return n0 - lane * outputs >= stored_outputs();
 }
 
+// The first weight rows of the 4 blocks of 4 outputs of a thread whose first output is
+// n0 (gemv's totals a .. d, gemv_rows' Outputs16 a .. d): n0 .. n0 + 15, or with
+// `silu_mul` the gate's rows of its 8 outputs (a, b), then the up's (c, d).
+fn block_rows(n0: u32, silu_mul: bool) -> vec4<u32> {
+  let up = select(n0 + 8u, p.split0 + n0, silu_mul);
+  return vec4<u32>(n0, n0 + 4u, up, up + 4u);
+}
+
 // Where the x rows of slots 0 .. 3 of a lane start, for the 4 rows from `first` (rows
 // past M repeat the last one: in bounds, never stored).
 fn slot_rows(first: u32, lane: u32) -> vec4<u32> {
@@ -488,10 +496,7 @@ fn gemv_rows(
   if (quad_past_n(n0, lane, outputs)) {
     return;
   }
-  // The weight rows of the thread's 4 blocks of 4 (Outputs16's a .. d): n0 .. n0 + 15,
-  // or the gate's rows of its 8 outputs, then the up's.
-  let up = select(n0 + 8u, p.split0 + n0, silu_mul);
-  let firsts = vec4<u32>(n0, n0 + 4u, up, up + 4u);
+  let firsts = block_rows(n0, silu_mul);
   let m0 = wg.z * GEMV_ROWS;
   let t = RowsThread(
     weight_rows4(firsts.x), weight_rows4(firsts.y), weight_rows4(firsts.z), weight_rows4(firsts.w),

@@ -97,10 +97,7 @@ fn gemv(
   }
   let m = wg.z;
   let x_row = x_row_start(m);
-  // The weight rows of the thread's 4 blocks of 4 outputs (totals a .. d): n0 .. n0 + 15,
-  // or the gate's rows of its 8 outputs (a, b), then the up's (c, d).
-  let up = select(n0 + 8u, p.split0 + n0, silu_mul);
-  let firsts = vec4<u32>(n0, n0 + 4u, up, up + 4u);
+  let firsts = block_rows(n0, silu_mul);
   let rows_a = chunk_rows4(firsts.x);
   let rows_b = chunk_rows4(firsts.y);
   let rows_c = chunk_rows4(firsts.z);
