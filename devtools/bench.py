@@ -220,7 +220,13 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"platform": platform.platform(), "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version()}
+    return {"platform": platform.platform(), "cpu": cpu, "cores": usable_cores(), "python": platform.python_version()}
+
+
+def usable_cores() -> int:
+    """The cores this run may use: all of the machine's, or those `taskset` left it (the
+    browser inherits them; wllama gets as many threads)."""
+    return len(os.sched_getaffinity(0))
 
 
 def add_measure_options(parser: argparse.ArgumentParser):
@@ -287,7 +293,7 @@ def main(argv=None) -> int:
                 "promptTexts": prompt_texts,
                 "pywebgpu": "pywebgpu-browser" in sides_wanted,
                 "wllamaModes": [side.removeprefix("wllama-") for side in SIDES if side.startswith("wllama-") and side in sides_wanted],
-                "threads": os.cpu_count(),
+                "threads": usable_cores(),
                 "nCtx": WLLAMA_N_CTX,
             },
             gguf,
