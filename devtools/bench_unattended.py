@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from .bench import (
     measure_config,
     page_sides,
     table_rows,
+    usable_cores,
 )
 from .bundle import WEB
 from .server import WebServer
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
         "wllamaModes": wllama_modes,
         "promptTexts": prompt_texts,
         "ggufUrl": args.gguf and f"bench-gguf/{args.gguf.name}",
-        "threads": os.cpu_count(),
+        "threads": usable_cores(),
         "nCtx": WLLAMA_N_CTX,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
