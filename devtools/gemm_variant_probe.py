@@ -9,10 +9,9 @@ give, measured before it is built.
 - prefetch: the next stage's global loads issued before the current stage's products.
 
 Both kernels run where linear.py's gemm_plan picks gemm_wide, with its K splits, each
-shape as 3 layers with their own
-weights, 4 rounds of them in one submit; the two kernels alternate three times, and each
-time counts the best of 5 submits: medians in µs per linear (a split GEMM and its reduce
-together). Weights and x are random; the outputs' largest difference is reported as a
+shape as 3 layers with their own weights, 4 rounds of them in one submit; the two
+kernels alternate three times, and each time counts the best of 5 submits: medians in
+µs per linear (a split GEMM and its reduce together). Weights and x are random; the outputs' largest difference is reported as a
 fraction of their largest magnitude (0 where the variant sums the same terms in the same
 order).
 """

@@ -7,6 +7,7 @@ const H_TILE_K: u32 = 32u;
 var<workgroup> x_tile_h: array<vec4<f16>, H_TILE_K * WIDE_TILE / 4u>;
 var<workgroup> w_tile_h: array<vec4<f16>, H_TILE_K * WIDE_TILE / 4u>;
 
+// stage_x_tile and stage_w_tile of gemm_wide's tile, H_TILE_K values, rounded to f16.
 fn stage_x_tile_h(lid: u32, m0: u32, k0: u32) {
   for (var e = lid; e < WIDE_TILE * H_TILE_K / 4u; e += 256u) {
     let row = e / (H_TILE_K / 4u);
@@ -44,6 +45,7 @@ fn stage_w_tile_h(lid: u32, n0: u32, k0: u32) {
   }
 }
 
+// Rows8 and add_products8 in f16: a stage's sums.
 struct Rows8H {
   r0: vec4<f16>, r1: vec4<f16>, r2: vec4<f16>, r3: vec4<f16>,
   r4: vec4<f16>, r5: vec4<f16>, r6: vec4<f16>, r7: vec4<f16>,
@@ -56,6 +58,7 @@ fn add_products8_h(acc: Rows8H, a0: vec4<f16>, a1: vec4<f16>, b: vec4<f16>) -> R
   );
 }
 
+// A stage's f16 sums added to the f32 totals.
 fn widen_add8(acc: Rows8, h: Rows8H) -> Rows8 {
   return Rows8(
     acc.r0 + vec4<f32>(h.r0), acc.r1 + vec4<f32>(h.r1), acc.r2 + vec4<f32>(h.r2), acc.r3 + vec4<f32>(h.r3),

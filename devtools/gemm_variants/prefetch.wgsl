@@ -7,6 +7,7 @@ struct Staged {
   word: u32, scale: f32,         // its weight word (element lid) and its scale
 }
 
+// The thread's share of the stage at k0, loaded (zeros past M, N or K).
 fn load_step(lid: u32, m0: u32, n0: u32, k0: u32) -> Staged {
   var s = Staged();
   // x: WIDE_TILE rows x WIDE_TILE_K / 4 vec4s = 512 elements, two per thread.
@@ -31,6 +32,8 @@ fn load_step(lid: u32, m0: u32, n0: u32, k0: u32) -> Staged {
   return s;
 }
 
+// Writes a loaded share into the stages as stage_x_tile and stage_w_tile do, the weights
+// dequantized.
 fn store_step(lid: u32, s: Staged) {
   for (var i = 0u; i < 2u; i++) {
     let e = lid + 256u * i;
