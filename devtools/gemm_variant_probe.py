@@ -3,10 +3,11 @@ from devtools/gemm_variants/, at the prefill linears' shapes of Llama-3.2-1B and
 SmolLM2-135M, natively on wgpu-native's best adapter: what a change to the GEMM would
 give, measured before it is built.
 
-    .venv/bin/python -m devtools.gemm_variant_probe --variant f16|prefetch [ROWS ...]
+    .venv/bin/python -m devtools.gemm_variant_probe --variant f16|prefetch|k32 [ROWS ...]
 
 - f16: stages, products and each stage's sums in f16 (needs `shader-f16`): an f16 path.
 - prefetch: the next stage's global loads issued before the current stage's products.
+- k32: stages of 32 values of K, not 16 (half the barriers).
 
 Both kernels run where linear.py's gemm_plan picks gemm_wide, with its K splits, each
 shape as 3 layers with their own weights, 4 rounds of them in one submit; the two
@@ -39,12 +40,12 @@ async def main(variant: str, row_counts: list[int]):
     device = await request_device()
     print(device.adapter.description)
     source = linear_source("subgroups" in device.features)
+    directives = ""
     if variant == "f16":
         if "shader-f16" not in device.features:
             raise SystemExit("the f16 variant needs an adapter with shader-f16")
-        variant_source = "enable f16;\n" + source + (VARIANTS / "f16.wgsl").read_text(encoding="utf-8")
-    else:
-        variant_source = source + (VARIANTS / "prefetch.wgsl").read_text(encoding="utf-8")
+        directives = "enable f16;\n"
+    variant_source = directives + source + (VARIANTS / f"{variant}.wgsl").read_text(encoding="utf-8")
     rng = random.Random(0)
     for name, (n, k, silu) in SHAPES.items():
         constants = {"X_SILU_MUL": silu}
@@ -107,7 +108,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         prog="python -m devtools.gemm_variant_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--variant", choices=["f16", "prefetch"], required=True)
+    parser.add_argument("--variant", choices=sorted(path.stem for path in VARIANTS.glob("*.wgsl")), required=True)
     parser.add_argument("rows", nargs="*", type=int, default=[128, 512], help="rows of x (default: 128 512)")
     args = parser.parse_args()
     asyncio.run(main(args.variant, args.rows))
