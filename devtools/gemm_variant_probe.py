@@ -3,19 +3,21 @@ from devtools/gemm_variants/, at the prefill linears' shapes of Llama-3.2-1B and
 SmolLM2-135M, natively on wgpu-native's best adapter: what a change to the GEMM would
 give, measured before it is built.
 
-    .venv/bin/python -m devtools.gemm_variant_probe --variant f16|inline|k32|prefetch [ROWS ...]
+    .venv/bin/python -m devtools.gemm_variant_probe --variant NAME [ROWS ...]
 
 - f16: stages, products and each stage's sums in f16 (needs `shader-f16`): an f16 path.
 - prefetch: the next stage's global loads issued before the current stage's products.
 - k32: stages of 32 values of K, not 16 (half the barriers).
 - inline: the sums as plain variables, not a struct a helper returns.
+- double: two stages in workgroup memory, one filled while the other's products run.
+- nostage, noproducts (diagnostics, wrong sums): the products alone, the staging alone.
 
 Both kernels run where linear.py's gemm_plan picks gemm_wide, with its K splits, each
 shape as 3 layers with their own weights, 4 rounds of them in one submit; the two
 kernels alternate three times, and each time counts the best of 5 submits: medians in
-µs per linear (a split GEMM and its reduce together). Weights and x are random; the outputs' largest difference is reported as a
-fraction of their largest magnitude (0 where the variant sums the same terms in the same
-order).
+µs per linear (a split GEMM and its reduce together). Weights and x are random; the
+outputs' largest difference is reported as a fraction of their largest magnitude (0
+where the variant sums the same terms in the same order).
 """
 
 from __future__ import annotations
