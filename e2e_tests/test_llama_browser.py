@@ -1,5 +1,5 @@
-"""A tiny 4-bit Llama .pte in headless Chromium: prefill + 10 decode steps, and a call of 70
-tokens, match eager PyTorch."""
+"""A tiny 4-bit Llama .pte in headless Chromium: prefill + 10 decode steps, a call of 70
+tokens, and a chat of three prompts match eager PyTorch."""
 
 from pathlib import Path
 
@@ -11,7 +11,9 @@ from llama_fixtures import (
     PROGRAMS,
     check_decode_resizes,
     check_draw_trace,
+    check_returns_resize_the_position_only,
     check_run,
+    tiny_llama_chat_trace,
     tiny_llama_draw_trace,
     tiny_llama_long_trace,
     tiny_llama_trace,
@@ -51,6 +53,16 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
     folder = str(tmp_path_factory.getbasetemp())
     traces = {ks: tiny_llama_long_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
     run_and_check(python_page, "tiny_llama_long.pte", traces)
+
+
+def test_tiny_llama_chat(python_page, tmp_path_factory):
+    """Prompts of changing lengths between decode steps, both kernel sets; calls returning
+    to an earlier call's shape restore what the runtime kept for it (with the kernels for
+    GPUs, resizing only the position's ops)."""
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = {ks: tiny_llama_chat_trace(folder, ks) for ks in ("cpu", "gpu")}
+    answers = run_and_check(python_page, "tiny_llama_chat.pte", traces)
+    check_returns_resize_the_position_only(answers[1]["resized"])
 
 
 def test_tiny_llama_run_ahead_sampled_or_penalized(python_page, tmp_path_factory):

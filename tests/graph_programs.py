@@ -18,7 +18,7 @@ async def _get_device():
     return _device
 
 
-def _host(shape, dtype, data):
+def host_tensor(shape, dtype, data):
     values = array.array(_TYPECODES[dtype])
     values.frombytes(data)
     return HostTensor(tuple(shape), values, dtype)
@@ -43,7 +43,7 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
             op.resize = _noting_resizes(op, resized)
         for inputs in runs:
             resized.append([])
-            outputs = await graph.execute(*[_host(*x) for x in inputs])
+            outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
         ran = registry.kernel_set_for(device)
         ran_with = sorted(device.features)
@@ -77,7 +77,7 @@ async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=Non
     try:
         graph = await load(device, data)
         await graph.build_top_k()
-        tokens, position = (_host(*x) for x in prefill)
+        tokens, position = (host_tensor(*x) for x in prefill)
         window = list(tokens.values)
         pending = [graph.submit_top_k(tokens, position, k=k, penalty=penalty, penalized_ids=window, draw=drawing(draws[0]))]
         drawn, at = [], tokens.shape[1]

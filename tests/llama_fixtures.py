@@ -1,7 +1,8 @@
 """A tiny 4-bit Llama (random weights, 2 layers, grouped-query attention) exported with
 export_tools, and eager PyTorch's logits on the same quantized module: prefill of 5 tokens
 at position 0, then 10 greedy decode steps; and, from an export that takes longer calls, a
-call of 70 tokens after the prefill and a decode step; and the tokens sampled decoding
+call of 70 tokens after the prefill and a decode step; a chat of three prompts and
+greedy steps (CHAT_CALLS); and the tokens sampled decoding
 draws after the prefill (each from the top k of eager's logits, at the uniforms a seeded
 generator gives). Shared by the native and browser tests. Also
 exported with force_fp16 (every float tensor float16), whose eager module then holds the
@@ -27,6 +28,12 @@ DECODE_STEPS = 10
 # split), in an export of LONG_MAX_SEQ_LEN.
 LONG_CHUNK = [(37 * i + 5) % 512 for i in range(70)]
 LONG_MAX_SEQ_LEN = 80
+# A chat: a prompt and greedy steps, a second prompt of another length and a step, a
+# third prompt of the first one's length and steps. Calls 4-6 each return to the shape of
+# an earlier call after a call of another shape: the runtime restores what it kept for
+# that shape (runtime/graph.py's shape states) instead of resizing.
+CHAT_CALLS = [PREFILL_TOKENS, None, None, [7, 260, 33], None, [90, 5, 411, 64, 2], None, None]
+CHAT_RETURNS = (4, 5, 6)
 # What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
 # the attention norm and q, k and v as one linear; the MLP norm and gate and up as one;
 # where the kernels for GPUs run, the down projection reads that as silu(gate) * up,
@@ -103,6 +110,12 @@ def tiny_llama_long_trace(tmp_dir: str, force_fp16: bool, kernel_set: str) -> Ll
     """The prefill, a decode step, LONG_CHUNK, and a decode step."""
     export = _tiny_llama_export(tmp_dir, force_fp16, TINY_VOCAB, LONG_MAX_SEQ_LEN)
     return _trace(export, force_fp16, kernel_set, [PREFILL_TOKENS, None, LONG_CHUNK, None])
+
+
+@cache
+def tiny_llama_chat_trace(tmp_dir: str, kernel_set: str) -> LlamaTrace:
+    """CHAT_CALLS on the tiny Llama."""
+    return _trace(_tiny_llama_export(tmp_dir, False, TINY_VOCAB), False, kernel_set, CHAT_CALLS)
 
 
 def _trace(export, force_fp16: bool, kernel_set: str, calls) -> LlamaTrace:
@@ -209,6 +222,15 @@ def check_decode_resizes(resized):
     for step, names in enumerate(resized[2:], start=2):
         assert names, f"run {step}: nothing was resized, though the position changed"
         assert all(name in ("et_vk.select_as_symint.default", "add", "sub") for name in names), f"run {step} resized {names}"
+
+
+def check_returns_resize_the_position_only(resized):
+    """With the kernels for GPUs, a call returning to an earlier call's shape (CHAT_RETURNS)
+    resizes only what a decode step does (check_decode_resizes): the position's ops."""
+    for call in CHAT_RETURNS:
+        names = resized[call]
+        assert names, f"call {call}: nothing was resized, though the position changed"
+        assert all(name in ("et_vk.select_as_symint.default", "add", "sub") for name in names), f"call {call} resized {names}"
 
 
 def check_float16_caches(trace: LlamaTrace, kernel_set: str, held):

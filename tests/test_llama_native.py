@@ -1,5 +1,5 @@
-"""A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps, and a call of 70 tokens,
-match eager PyTorch."""
+"""A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps, a call of 70 tokens,
+and a chat of three prompts match eager PyTorch."""
 
 import asyncio
 
@@ -11,7 +11,9 @@ from llama_fixtures import (
     PROGRAMS,
     check_decode_resizes,
     check_draw_trace,
+    check_returns_resize_the_position_only,
     check_run,
+    tiny_llama_chat_trace,
     tiny_llama_draw_trace,
     tiny_llama_long_trace,
     tiny_llama_trace,
@@ -42,6 +44,60 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     check_run(trace, kernel_set, answer)
+
+
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_tiny_llama_chat(tmp_path_factory, kernel_set):
+    """Prompts of changing lengths between decode steps; calls that return to an earlier
+    call's shape restore what the runtime kept for it (with the kernels for GPUs, resizing
+    only the position's ops)."""
+    trace = tiny_llama_chat_trace(str(tmp_path_factory.getbasetemp()), kernel_set)
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
+    check_run(trace, kernel_set, answer)
+    if kernel_set == "gpu":
+        check_returns_resize_the_position_only(answer["resized"])
+
+
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_a_restored_shape_state_is_what_resizing_makes(tmp_path_factory, kernel_set):
+    """After every call of the chat (those restoring a kept state included), resizing every
+    op again changes nothing the GPU sees: no live size or SymInt, no parameter written,
+    no op's commands. (An op's attributes may differ: one reading the position on the GPU
+    keeps those of the position it was last resized at, which its recording serves.)"""
+    from pywebgpu.gpu import request_device
+    from pywebgpu.ops import registry
+    from pywebgpu.runtime import load
+
+    trace = tiny_llama_chat_trace(str(tmp_path_factory.getbasetemp()), kernel_set)
+
+    async def main():
+        graph = await load(await request_device(), trace.pte)
+        device = graph.device
+        for call, inputs in enumerate(trace.runs):
+            await graph.execute(*[graph_programs.host_tensor(*x) for x in inputs])
+            kept_commands = list(graph._op_commands)
+            changed, written = [], []
+            graph.value_changed = lambda value_id, host_data_only=False: changed.append(value_id)
+            device.write_buffer = lambda buffer, *args, **kwargs: written.append(buffer.label)
+            try:
+                for index, op in enumerate(graph.ops):
+                    for part, attributes in graph._op_state(index):
+                        part.__dict__ = dict(attributes)  # kept states may hold these dicts
+                    op.resize()
+            finally:
+                del graph.value_changed, device.write_buffer
+            assert not changed, f"call {call}: values {changed} changed"
+            assert not written, f"call {call}: {written} written"
+            for index, op in enumerate(graph.ops):
+                recorder = device.record()
+                op.record(recorder)
+                assert recorder.commands == kept_commands[index], f"call {call}: op #{index} {op.name} records otherwise"
+
+    registry.FORCE_KERNEL_SET = kernel_set
+    try:
+        asyncio.run(main())
+    finally:
+        registry.FORCE_KERNEL_SET = None
 
 
 @pytest.mark.parametrize("temperature, penalty", DRAW_RUNS)

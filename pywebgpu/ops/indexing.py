@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 
 from ..runtime.values import Tensor, ValueList, numel
-from .registry import OpHandler, contiguous_strides, linear_grid, padded_dims, register
+from .registry import OpHandler, OpPart, contiguous_strides, linear_grid, padded_dims, register
 
 MAX_DIMS = 8
 WORKGROUP_SIZE = 256
@@ -32,7 +32,7 @@ def check_dims(op: OpHandler, tensor: Tensor):
         op.fail(f"{tensor.label} has {len(tensor.max_sizes)} dims; at most {MAX_DIMS} are supported")
 
 
-class StridedCopy:
+class StridedCopy(OpPart):
     """One dispatch of wgsl/gather.wgsl for `op`: a strided view of `src` copied into a
     strided view of `out` (contiguous for select/slice/permute, a block inside the output for
     one input of a cat). Build it in the op's build(), set the views in resize()."""

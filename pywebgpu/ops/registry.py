@@ -13,8 +13,10 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
   It must depend on nothing else: the runtime calls it only when one of those changed.
-  An op that reads a SymInt argument on the GPU (`GraphRuntime.int_on_gpu`) sets, in
-  `gpu_int_ranges`, the values its recording serves: a change within needs no resize;
+  What it sets is kept in attributes of the op or of an `OpPart` the op keeps (the runtime
+  keeps them per input shape, see `OpPart`). An op that reads a SymInt argument on the
+  GPU (`GraphRuntime.int_on_gpu`) sets, in `gpu_int_ranges`, the values its recording
+  serves: a change within needs no resize;
 - `record()` adds the op's dispatches to a recorder, from the state `resize` left (the
   runtime keeps the commands and re-records only after a resize).
 """
@@ -62,7 +64,15 @@ def handler_for(name: str, index: int):
         raise OpError(f"op #{index} {name!r} is not supported by pywebgpu") from None
 
 
-class OpHandler:
+class OpPart:
+    """An object whose attributes an op's resize() sets: the op itself, and what it keeps
+    that resize() sets too (a fused op's parts, a dispatch helper). The graph keeps their
+    attributes per input shape and restores them when the inputs return to that shape
+    (GraphRuntime's shape states), so everything resize() sets must be an attribute of
+    one (assigned, never changed in place)."""
+
+
+class OpHandler(OpPart):
     # True for ops that read their tensor arguments' live sizes and host values only,
     # never their buffers: a graph input read by such ops alone is not written to the GPU.
     host_only = False
@@ -213,6 +223,7 @@ __all__ = [
     "HANDLERS",
     "OpError",
     "OpHandler",
+    "OpPart",
     "contiguous_strides",
     "handler_for",
     "kernel_set_for",

@@ -12,6 +12,14 @@ thus resizes the few ops that compute the position on the host, writes its one b
 and submits the command list of the step before. Ops that read the position on the GPU
 (attention and RoPE, from the SymInt's buffer: `int_on_gpu`) say which values their
 recording serves (`OpHandler.gpu_int_ranges`) and are resized only when it leaves them.
+
+A change of input shape (a prompt after decoding, decoding after a prompt) resizes a third
+of the ops, re-records them and rebuilds the schedule: for SmolLM2 ~3-4 ms natively and
+~6-7 ms in Pyodide on a 2-core machine. So the graph keeps what resizing and recording left
+for each of the last KEPT_SHAPES input shapes (_ShapeState) and restores it when the
+inputs return to a shape (~1.2 ms in Pyodide, mostly rewriting parameters); the run then
+resizes only what changed since (the position). Decoding's one shape returns after every
+prompt.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import asyncio
 import bisect
 import heapq
 import struct
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from .. import pte
@@ -36,6 +45,9 @@ from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
 # Vulkan graphs take int64 token ids and positions narrowed to int32.
 _HOST_TYPECODES = {"float32": "f", "int32": "i", "int64": "i"}
+# How many input shapes' states a graph keeps: a chat returns to decoding's one shape after
+# every prompt, and to a prompt's length when one recurs.
+KEPT_SHAPES = 8
 
 
 @dataclass
@@ -48,6 +60,22 @@ class HostTensor:
 
     def tolist(self):
         return list(self.values)
+
+
+@dataclass
+class _ShapeState:
+    """What resizing and recording left for one shape of the inputs. `ops`: op index →
+    [(part, its attributes)] of the op and the OpParts it keeps, for every op resized
+    since the graph's full resize; `values`: value id → a tensor's (sizes, host values)
+    or a SymInt's value, for every value changed since; `written`: the bytes last written
+    to each buffer (GraphRuntime.write_if_changed's); the ops' commands and the schedule."""
+
+    ops: dict
+    values: dict
+    written: dict | None = None
+    op_commands: list | None = None
+    schedule: object = None
+    op_starts: list | None = None
 
 
 class GraphRuntime:
@@ -77,7 +105,8 @@ class GraphRuntime:
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
         self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
         self._keyed_int_buffers: dict = {}
-        self._last_written: dict[int, bytes] = {}
+        self._last_written: dict[int, bytes] = {}  # id(buffer) → bytes, of write_if_changed
+        self._written_buffers: dict[int, object] = {}  # id(buffer) → buffer, the same ones
         self._top_k = None
         self._int_buffers: dict = {}  # value id → int_on_gpu's buffer of a constant Int
         # An f16 program's float16 constants, widened at build (_widened_constant): the
@@ -98,6 +127,21 @@ class GraphRuntime:
         self._op_commands: list[list] = [[] for _ in self.ops]
         self._op_starts: list[int] = []  # where each op's commands begin in the schedule
         self._schedule = None
+        # Shape states (see the module docstring): the inputs' shapes now; the states kept,
+        # oldest first; whether changes are tracked (from the end of a full resize on); the
+        # ops resized and values changed since then, and since the inputs took this shape;
+        # every value as it was at the end of the full resize; each op's OpParts.
+        self._shape = None
+        self._shape_states: OrderedDict[tuple, _ShapeState] = OrderedDict()
+        self._tracking = False
+        self._varied_ops: set[int] = set()
+        self._varied_values: set[int] = set()
+        self._resized_ops: set[int] = set()
+        self._changed_values: set[int] = set()
+        self._base_values: dict[int, object] = {}
+        self._parts: dict[int, list] = {}
+        # Ops whose parts' attribute dicts a kept state holds: copied before a resize.
+        self._shared_ops: set[int] = set()
 
     # --- values ----------------------------------------------------------------------
     @staticmethod
@@ -359,15 +403,23 @@ class GraphRuntime:
 
     # --- execute -----------------------------------------------------------------------
     def write_if_changed(self, buffer, data: bytes):
-        if self._last_written.get(id(buffer)) != data:
+        key = id(buffer)
+        if self._last_written.get(key) != data:
             self.device.write_buffer(buffer, data)
-            self._last_written[id(buffer)] = data
+            self._last_written[key] = data
+            self._written_buffers[key] = buffer
 
     def _mark_all_stale(self):
+        """Resize every op in the next run (after build, or a failed run: its state is
+        unknown), and forget the shape states until that full resize has been made."""
         self._stale_heap = list(range(len(self.ops)))
         self._stale = set(self._stale_heap)
         self._served.clear()
         self._schedule = None
+        self._tracking = False
+        self._shape_states.clear()
+        for changes in (self._varied_ops, self._varied_values, self._resized_ops, self._changed_values, self._shared_ops):
+            changes.clear()
 
     def value_changed(self, value_id: int, host_data_only: bool = False):
         """Note that a value's live sizes, host data or SymInt value changed: the ops after
@@ -376,6 +428,13 @@ class GraphRuntime:
         input's data changed (`host_data_only`), only the ops that read it on the host:
         the others read the data on the GPU (a sampled token: the embedding)."""
         value = self.values[value_id]
+        if self._tracking:
+            if value_id not in self._varied_values:
+                # Unchanged since the full resize until now: so in every state kept.
+                self._varied_values.add(value_id)
+                for state in self._shape_states.values():
+                    state.values[value_id] = self._base_values[value_id]
+            self._changed_values.add(value_id)
         readers = self._consumers.get(value_id, ())
         if host_data_only:
             readers = [index for index in readers if self.ops[index].reads_host_values]
@@ -414,19 +473,34 @@ class GraphRuntime:
         on the host)."""
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
+        shapes = []
+        for position, tensor in enumerate(self.inputs):
+            shape = tuple(inputs[position].shape) if tensor is not None else None
+            if tensor is not None and (len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes))):
+                raise GPUError(
+                    f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
+                )
+            shapes.append(shape)
+        shapes = tuple(shapes)
+        if shapes != self._shape:
+            if self._tracking and self._shape is not None:
+                self._switch_shape(shapes)
+            self._shape = shapes
+        try:
+            self._write_inputs(inputs, fed_on_gpu)
+        except BaseException:
+            self._mark_all_stale()  # some inputs may have changed, their readers not marked
+            raise
+
+    def _write_inputs(self, inputs, fed_on_gpu):
         for position, tensor in enumerate(self.inputs):
             if tensor is None:
                 continue
             host = inputs[position]
             shape = tuple(host.shape)
             fed = position in fed_on_gpu
-            if shape == tensor.sizes:
-                if fed:
-                    continue  # nothing the host knows changed
-            elif len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes)):
-                raise GPUError(
-                    f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
-                )
+            if shape == tensor.sizes and fed:
+                continue  # nothing the host knows changed
             values = _flat_values(host)
             if len(values) != numel(shape):
                 raise GPUError(f"input {position}: {len(values)} values for shape {list(shape)}")
@@ -450,12 +524,15 @@ class GraphRuntime:
     def propagate_resize(self):
         """Resize the stale ops in graph order; each one's changed outputs make their
         readers stale in turn."""
+        tracking = self._tracking
         try:
             while self._stale_heap:
                 index = heapq.heappop(self._stale_heap)
                 self._stale.discard(index)
                 self._resizing = index
                 op = self.ops[index]
+                if tracking:
+                    self._note_resizing(index)
                 had_ranges = bool(op.gpu_int_ranges)
                 op.resize()
                 if had_ranges or op.gpu_int_ranges:
@@ -467,6 +544,9 @@ class GraphRuntime:
             raise
         finally:
             self._resizing = -1
+        if not tracking:  # the full resize is made: track changes from here
+            self._base_values = {v.id: _value_state(v) for v in self.values if type(v) in (Tensor, SymInt)}
+            self._tracking = True
 
     def record(self):
         """The graph's schedule: a recorder of every op's commands, re-recording the ops
@@ -474,17 +554,22 @@ class GraphRuntime:
         (a copy at the position: KV-cache rows on CPU adapters) is patched into the
         schedule in place; any other change rebuilds it."""
         rebuild = self._schedule is None
-        for index in self._to_record:
-            recorder = self.device.record()
-            self.ops[index].record(recorder)
-            old, new = self._op_commands[index], recorder.commands
-            if new == old:
-                continue
-            self._op_commands[index] = new
-            if rebuild or len(new) != len(old):
-                rebuild = True
-            else:
-                self._schedule.replace(self._op_starts[index], new)
+        try:
+            for index in self._to_record:
+                recorder = self.device.record()
+                self.ops[index].record(recorder)
+                old, new = self._op_commands[index], recorder.commands
+                if new == old:
+                    continue
+                self._op_commands[index] = new
+                if rebuild or len(new) != len(old):
+                    rebuild = True
+                else:
+                    self._schedule.replace(self._op_starts[index], new)
+        except BaseException:
+            self._to_record.clear()
+            self._mark_all_stale()
+            raise
         self._to_record.clear()
         if rebuild:
             self._schedule = self.device.record()
@@ -493,6 +578,106 @@ class GraphRuntime:
                 self._op_starts.append(len(self._schedule.commands))
                 self._schedule.extend(commands)
         return self._schedule
+
+    # --- shape states (see the module docstring) -----------------------------------------
+    def _switch_shape(self, shape: tuple):
+        """Keep the state of the inputs' shape now, and restore `shape`'s if it is kept (else
+        the run resizes as usual, into a schedule of its own)."""
+        if self._stale_heap:  # a caller resized without recording, or set inputs twice
+            self.propagate_resize()
+        if self._to_record:
+            self.record()
+        restored = self._shape_states.get(shape)
+        if restored is not None:
+            self._shape_states.move_to_end(shape)  # not the one evicted while keeping
+        self._keep_shape_state()
+        if restored is not None:
+            self._restore_shape_state(restored)
+        else:
+            self._schedule = None  # the one made so far stays the kept shape's
+        self._resized_ops = set()
+        self._changed_values = set()
+
+    def forget_shape(self, shapes: tuple):
+        """Drop the state kept for inputs of `shapes` (a shape per input, None for an input
+        the graph does not read): the next run of that shape resizes as for a new one. The
+        benchmark times prompts so, as most of a chat's prompts have lengths not seen before."""
+        self._shape_states.pop(tuple(tuple(shape) if shape is not None else None for shape in shapes), None)
+
+    def _keep_shape_state(self):
+        if not KEPT_SHAPES:
+            return
+        state = self._shape_states.get(self._shape)
+        if state is None:
+            state = self._shape_states[self._shape] = _ShapeState({}, {})
+            ops, values = self._varied_ops, self._varied_values
+            while len(self._shape_states) > KEPT_SHAPES:
+                self._shape_states.popitem(last=False)
+        else:
+            # Restored when the inputs took this shape: only what changed since differs.
+            self._shape_states.move_to_end(self._shape)
+            ops, values = self._resized_ops, self._changed_values
+        for index in ops:
+            state.ops[index] = self._op_state(index)
+        self._shared_ops.update(ops)
+        for value_id in values:
+            state.values[value_id] = _value_state(self.values[value_id])
+        state.written = dict(self._last_written)
+        state.op_commands = list(self._op_commands)
+        state.schedule, state.op_starts = self._schedule, self._op_starts
+
+    def _restore_shape_state(self, state: _ShapeState):
+        for parts in state.ops.values():
+            for part, attributes in parts:
+                part.__dict__ = attributes
+        self._shared_ops.update(state.ops)
+        for value_id, held in state.values.items():
+            value = self.values[value_id]
+            if type(value) is SymInt:
+                value.value = held
+            else:
+                value.sizes, value.host_values = held
+        written = self._last_written
+        for key, data in state.written.items():
+            if written[key] != data:
+                self.device.write_buffer(self._written_buffers[key], data)
+                written[key] = data
+        self._op_commands = list(state.op_commands)
+        self._schedule, self._op_starts = state.schedule, state.op_starts
+        self._served.clear()
+
+    def _note_resizing(self, index: int):
+        """Before op `index` is resized: note it, put its state as it has been since the
+        full resize into every kept state the first time, and give its parts attribute
+        dicts of their own where kept states hold theirs (the resize assigns into them)."""
+        if index not in self._varied_ops:
+            self._varied_ops.add(index)
+            unchanged = self._op_state(index)
+            for state in self._shape_states.values():
+                state.ops[index] = unchanged
+            self._shared_ops.add(index)
+        if index in self._shared_ops:
+            self._shared_ops.discard(index)
+            for part in self._parts[index]:
+                part.__dict__ = dict(part.__dict__)
+        self._resized_ops.add(index)
+
+    def _op_state(self, index: int) -> list:
+        """[(part, its attribute dict)] for op `index` and the OpParts it keeps: the dicts
+        themselves, which the parts then share with the state (see _note_resizing)."""
+        parts = self._parts.get(index)
+        if parts is None:
+            parts, pending = [], [self.ops[index]]
+            while pending:
+                part = pending.pop()
+                if any(part is known for known in parts):
+                    continue  # a helper's reference back to its op
+                parts.append(part)
+                for attribute in vars(part).values():
+                    items = attribute if isinstance(attribute, (list, tuple)) else (attribute,)
+                    pending.extend(item for item in items if isinstance(item, registry.OpPart))
+            self._parts[index] = parts
+        return [(part, part.__dict__) for part in parts]
 
     def _record_run(self, inputs, fed_on_gpu=()):
         if not self.built:
@@ -568,6 +753,11 @@ class GraphRuntime:
 def _widened(tensor: Tensor) -> bool:
     """Whether a constant runs as float32 though the program stores it as float16."""
     return tensor.constant_dtype == "float16" and tensor.dtype == "float32"
+
+
+def _value_state(value):
+    """What a shape state keeps of a tensor (live sizes, host values) or a SymInt (value)."""
+    return value.value if type(value) is SymInt else (value.sizes, value.host_values)
 
 
 def _int_bytes(value: int) -> bytes:
