@@ -239,6 +239,11 @@ def add_measure_options(parser: argparse.ArgumentParser):
     parser.add_argument("--run-ahead", type=int, help="decode steps pywebgpu submits ahead of the host (default: as ChatSession, RUN_AHEAD_STEPS)")
     parser.add_argument("--temperature", type=float, default=0.0, help="pywebgpu decodes sampling at this temperature as the chat demo does (top-k 40, top-p 0.95; default 0: greedy)")
     parser.add_argument("--repetition-penalty", type=float, default=1.0, help="pywebgpu decodes with this repetition penalty (default 1: none)")
+    parser.add_argument(
+        "--prompt-shapes", choices=["new", "kept"], default="new",
+        help="new: each timed prompt has a shape pywebgpu's graph kept no state for, as a chat's prompts of new lengths (default); "
+        "kept: the graph keeps it from round to round, as for prompts of one length",
+    )  # fmt: skip
 
 
 def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
@@ -257,6 +262,7 @@ def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
         "run_ahead": args.run_ahead,
         "temperature": args.temperature,
         "repetition_penalty": args.repetition_penalty,
+        "prompt_shapes": args.prompt_shapes,
     }
     return measure, prompt_texts
 

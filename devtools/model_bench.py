@@ -66,9 +66,18 @@ class _SubmitClock:
 
 async def _step(model, tokens, position, clock):
     """Feed `tokens` at `position`; (greedy next token, wall seconds)."""
+    token, wall, _ = await _timed_step(model, tokens, position)
+    return token, wall
+
+
+async def _timed_step(model, tokens, position):
+    """Feed `tokens` at `position`; (greedy next token, wall seconds, seconds until the
+    host had submitted the work: its Python and JS, before it waits for the GPU)."""
     started = _now()
-    candidates = await model.next_token_candidates(tokens, position, k=1)
-    return candidates[0][1], _now() - started
+    pending = model.start_next_token_candidates(tokens, position, k=1)
+    submitted = _now()
+    candidates = await pending
+    return candidates[0][1], _now() - started, submitted - started
 
 
 def chat_sampling(temperature: float, penalty: float = 1.0) -> SamplingParams:
@@ -167,7 +176,10 @@ class Measurement:
     ChatSession). `finish` adds the GPU time per decode token (where the adapter has
     timestamp queries), the op profiles and the medians over the rounds."""
 
-    def __init__(self, model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, log=print, run_ahead=None, temperature=0.0, penalty=1.0):
+    def __init__(
+        self, model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, log=print, run_ahead=None, temperature=0.0, penalty=1.0,
+        prompt_shapes="new",
+    ):  # fmt: skip
         if decode_tokens < 2:
             raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
         needed = max(max(prefill_lengths), max(decode_contexts))
@@ -182,8 +194,12 @@ class Measurement:
         self.run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
         self.temperature = temperature
         self.penalty = penalty
+        if prompt_shapes not in ("new", "kept"):
+            raise ValueError(f"prompt_shapes is 'new' or 'kept', not {prompt_shapes!r}")
+        self.prompt_shapes = prompt_shapes
         self.clock = _SubmitClock(model.graph.device)
         self._prefill_walls = {length: [] for length in prefill_lengths}
+        self._prefill_hosts = {length: [] for length in prefill_lengths}
         self._decodes = {context: [] for context in decode_contexts}  # (tok/s, host ms, submit ms) per round
         self._continuations = {}  # context -> the first round's [first token, decoded...]
         self._dispatches = {}
@@ -206,19 +222,22 @@ class Measurement:
             "decode_run_ahead_steps": self.run_ahead,
             "decode_temperature": self.temperature,
             "decode_repetition_penalty": self.penalty,
+            "prompt_shapes": self.prompt_shapes,
         }
 
     async def round(self, number: int):
         """One repetition of every measurement (`number` counts from 1, for the log)."""
         for length in self.prefill_lengths:
-            # Timed as a prompt of a length the graph has kept no state for, as a chat's
-            # prompts mostly are (GraphRuntime.forget_shape): each of its calls' shapes but
-            # a one-token call's, which is decoding's (a chat keeps that one).
-            for start in range(0, length, self.model.max_prefill):
-                if (chunk := min(self.model.max_prefill, length - start)) > 1:
-                    self.model.graph.forget_shape(((1, chunk), (1,)))
-            _, wall = await _step(self.model, self.prompt_tokens[:length], 0, self.clock)
+            if self.prompt_shapes == "new":
+                # Timed as a prompt of a length the graph has kept no state for, as a chat's
+                # prompts mostly are (GraphRuntime.forget_shape): each of its calls' shapes
+                # but a one-token call's, which is decoding's (a chat keeps that one).
+                for start in range(0, length, self.model.max_prefill):
+                    if (chunk := min(self.model.max_prefill, length - start)) > 1:
+                        self.model.graph.forget_shape(((1, chunk), (1,)))
+            _, wall, host = await _timed_step(self.model, self.prompt_tokens[:length], 0)
             self._prefill_walls[length].append(wall)
+            self._prefill_hosts[length].append(host)
             self.log(f"pywebgpu prefill {length}: {wall:.2f} s (round {number})")
         for context in self.decode_contexts:
             # Every round decodes from the same cache state (greedy: the same tokens): the
@@ -247,6 +266,8 @@ class Measurement:
                 "time_to_first_token_s": median(walls),
                 "runs_s": walls,
                 "runs_tokens_per_s": [length / wall for wall in walls],
+                "host_s": median(self._prefill_hosts[length]),
+                "host_runs_s": self._prefill_hosts[length],
             }
             for length, walls in self._prefill_walls.items()
         }
@@ -299,6 +320,7 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
         config.get("run_ahead"),
         config.get("temperature", 0.0),
         config.get("repetition_penalty", 1.0),
+        config.get("prompt_shapes", "new"),
     )
     await measurement.start()
     measurement.result["load_s"] = load_s
