@@ -15,8 +15,9 @@ With --shape-changes, the calls of a chat whose input shape changes, in rounds: 
 of --prompt tokens after a decode step, a decode step after it, a decode step after that
 one, a prompt of a length no call had before (so its shape is kept by no state), and a
 decode step after it. Each call follows a 1 ms sleep; the report gives each kind's median
-over the rounds with its sections' medians, once with the graph keeping the states of
-recent input shapes (runtime/graph.py's KEPT_SHAPES) and once keeping none, as before.
+over the rounds with its sections' medians, with the graph keeping the states of recent
+input shapes (runtime/graph.py's KEPT_SHAPES) and keeping none (resizing at every change
+of shape): the two take turns, a round each.
 
 The bundled model, by default with the kernels for GPUs (the step a GPU runs: fewer ops to
 resize and dispatches to list than the kernels for CPU adapters). The benchmark
@@ -126,23 +127,29 @@ async def measure_shape_changes(model_url, rounds, kernel_set, prompt_tokens):
         call()
         times.setdefault(kind, []).append({"total": time.perf_counter() - started, **sections})
 
-    result = {}
-    for kept_shapes in (graph_module.KEPT_SHAPES, 0):
-        graph_module.KEPT_SHAPES = kept_shapes
-        model.graph._shape_states.clear()  # none kept from the last setting
-        times = {}
-        for r in range(rounds):
-            prompt = list(range(1, prompt_tokens + 1))
-            new_length = prompt[: prompt_tokens - 1 - r]  # a length no call had before
+    prompt = list(range(1, prompt_tokens + 1))
+    settings = {graph_module.KEPT_SHAPES: {}, 0: {}}  # kept shapes → kind → timings
+    for r in range(rounds):
+        new_length = prompt[: prompt_tokens - 1 - r]  # a length no call had before
+        # The settings take turns, in either order, each from no kept state: its prompt
+        # and a decode step first, untimed (with shapes kept, their states are kept).
+        for kept_shapes in sorted(settings, reverse=r % 2 == 0):
+            graph_module.KEPT_SHAPES = kept_shapes
+            model.graph._shape_states.clear()
+            model.start_next_token_candidates(prompt, 0, k=1)
+            model.start_next_step(prompt_tokens)
+            times = settings[kept_shapes]
             await timed_call("prompt after a decode step", lambda: model.start_next_token_candidates(prompt, 0, k=1), times)
             await timed_call("decode step after a prompt", lambda: model.start_next_step(prompt_tokens), times)
             await timed_call("decode step after a decode step", lambda: model.start_next_step(prompt_tokens + 1), times)
             await timed_call("prompt of a new length after a decode step", lambda: model.start_next_token_candidates(new_length, 0, k=1), times)
             await timed_call("decode step after that prompt", lambda: model.start_next_step(len(new_length)), times)
-        result[f"kept shapes {kept_shapes}"] = {
+    return {
+        f"kept shapes {kept_shapes}": {
             kind: {label: median([t.get(label, 0.0) for t in entries]) for label in entries[0]} for kind, entries in times.items()
         }
-    return result
+        for kept_shapes, times in settings.items()
+    }
 '''
 
 

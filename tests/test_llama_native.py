@@ -80,9 +80,7 @@ def test_a_restored_shape_state_is_what_resizing_makes(tmp_path_factory, kernel_
             graph.value_changed = lambda value_id, host_data_only=False: changed.append(value_id)
             device.write_buffer = lambda buffer, *args, **kwargs: written.append(buffer.label)
             try:
-                for index, op in enumerate(graph.ops):
-                    for part, attributes in graph._op_state(index):
-                        part.__dict__ = dict(attributes)  # kept states may hold these dicts
+                for op in graph.ops:
                     op.resize()
             finally:
                 del graph.value_changed, device.write_buffer
@@ -96,6 +94,45 @@ def test_a_restored_shape_state_is_what_resizing_makes(tmp_path_factory, kernel_
     registry.FORCE_KERNEL_SET = kernel_set
     try:
         asyncio.run(main())
+    finally:
+        registry.FORCE_KERNEL_SET = None
+
+
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_resize_sets_only_the_attributes_kept_per_shape(tmp_path_factory, kernel_set):
+    """Every attribute that an op's resize() sets, of the op or of the OpParts it keeps, is
+    one its class names in RESIZED: those the runtime keeps per input shape. Over the chat
+    and the 70-token call (on GPUs tiled attention and split GEMMs), every resize made."""
+    from pywebgpu.gpu import request_device
+    from pywebgpu.ops import registry
+    from pywebgpu.runtime import load
+
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = [tiny_llama_chat_trace(folder, kernel_set), tiny_llama_long_trace(folder, False, kernel_set)]
+
+    async def undeclared(trace):
+        graph = await load(await request_device(), trace.pte)
+        found = set()
+        for index, op in enumerate(graph.ops):
+            parts = graph.op_parts(index)
+
+            def checked(resize=op.resize, parts=parts):
+                before = [dict(vars(part)) for part, _ in parts]
+                resize()
+                for (part, names), attributes in zip(parts, before):
+                    for name, value in vars(part).items():
+                        if name not in names and (name not in attributes or attributes[name] is not value):
+                            found.add(f"{type(part).__name__}.{name}")
+
+            op.resize = checked
+        for inputs in trace.runs:
+            await graph.execute(*[graph_programs.host_tensor(*x) for x in inputs])
+        return found
+
+    registry.FORCE_KERNEL_SET = kernel_set
+    try:
+        for trace in traces:
+            assert not asyncio.run(undeclared(trace))
     finally:
         registry.FORCE_KERNEL_SET = None
 

@@ -163,6 +163,8 @@ class CausalAttention(OpHandler):
     """The attention shared by sdpa_with_kv_cache and custom_sdpa: q, caches, input_pos
     and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
 
+    RESIZED = ("input_pos", "rows", "splits", "tiled", "whole_row")
+
     update_cache = False
     # Whether a decode step may run sdpa_cpu.wgsl's one-row kernel (not where RoPE is fused
     # in: RopeSdpaWithKvCache's steps run the rotating kernel).
@@ -512,6 +514,8 @@ class UpdateCache(OpHandler):
     """Args: value [1, S, heads, head_dim], cache [1, context, heads, head_dim],
     input_pos (SymInt), out. `out` is a placeholder the exporter may plan into memory
     that other tensors use: it is never written."""
+
+    RESIZED = ("offset", "size")
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)

@@ -88,6 +88,8 @@ def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float =
 
 @register("aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.div.Tensor")
 class BinaryOp(OpHandler):
+    RESIZED = ("grid",)
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         self.op = name.split(".")[1]

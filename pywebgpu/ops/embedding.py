@@ -22,6 +22,8 @@ WORD_VALUES = 8  # 4-bit values per u32 word
 
 
 class EmbeddingBase(OpHandler):
+    RESIZED = ("grid", "tokens")
+
     def parse(self, indices: int):
         self.indices, self.out = self.tensor(indices), self.tensor(len(self.args) - 1)
         if self.indices.dtype != "int32":

@@ -37,6 +37,8 @@ class StridedCopy(OpPart):
     strided view of `out` (contiguous for select/slice/permute, a block inside the output for
     one input of a cat). Build it in the op's build(), set the views in resize()."""
 
+    RESIZED = ("count", "grid")
+
     def __init__(self, op: OpHandler, src: Tensor, out: Tensor):
         self.op, self.src, self.out = op, src, out
         self.count = 0
@@ -158,6 +160,8 @@ class IndexTensor(OpHandler):
 
     Out-of-range indices fail at resize when the host holds their values (a graph input);
     indices computed on the GPU are clamped by the kernel, never read out of bounds."""
+
+    RESIZED = ("count", "grid")
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)

@@ -147,6 +147,8 @@ class LinearQ4gsw(OpHandler):
     """Base of the 4-bit linears: parses the weight arguments, runs GEMV or GEMM on
     `self.gemm_input` (x itself, or a dequantized copy made by a subclass)."""
 
+    RESIZED = ("grid", "k_splits", "kernel", "m", "reduce_grid")
+
     # With X_SILU_MUL (runtime/fusion.py) x rows hold a gate and an up projection, 2K
     # values, and the linear reads silu(gate) * up.
     x_silu_mul = False
@@ -494,6 +496,8 @@ class LinearDq8caQ4gsw(LinearQ4gsw):
     """x is quantized to int8 per row with the scales and zero points of
     choose_qparams_affine, dequantized into a scratch buffer, then multiplied."""
 
+    RESIZED = ("quant_grid",)
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         if len(args) != 9:
@@ -549,6 +553,8 @@ class ChooseQparamsAffine(OpHandler):
     scale_dtype, zero_point_dtype, keepdim, [scales, zero_points]); dtypes are serialized
     as Null, so the output tensors' dtypes say what to write.
     """
+
+    RESIZED = ("grid", "rows")
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)

@@ -14,6 +14,8 @@ ROW_THREADS = 64  # rows per row_per_thread workgroup (rms_norm.wgsl)
 class RmsNorm(OpHandler):
     """Args: x, weight [width], eps (Double), out."""
 
+    RESIZED = ("grid", "kernel", "rows")
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         if len(args) != 4:

@@ -66,13 +66,27 @@ def handler_for(name: str, index: int):
 
 class OpPart:
     """An object whose attributes an op's resize() sets: the op itself, and what it keeps
-    that resize() sets too (a fused op's parts, a dispatch helper). The graph keeps their
-    attributes per input shape and restores them when the inputs return to that shape
-    (GraphRuntime's shape states), so everything resize() sets must be an attribute of
-    one (assigned, never changed in place)."""
+    that resize() sets too (a fused op's parts, a dispatch helper). A class names those
+    attributes in RESIZED (its bases' count too): the graph keeps them per input shape
+    and restores them when the inputs return to that shape (GraphRuntime's shape states).
+    So resize() sets nothing else, and assigns them, never changes them in place; one not
+    set yet is restored as None."""
+
+    RESIZED: tuple[str, ...] = ()
+
+    @classmethod
+    def resized_attributes(cls) -> tuple[str, ...]:
+        """RESIZED of the class and its bases."""
+        names = cls.__dict__.get("_resized_attributes")
+        if names is None:
+            names = tuple(dict.fromkeys(name for klass in reversed(cls.__mro__) for name in vars(klass).get("RESIZED", ())))
+            cls._resized_attributes = names
+        return names
 
 
 class OpHandler(OpPart):
+    RESIZED = ("gpu_int_ranges",)
+
     # True for ops that read their tensor arguments' live sizes and host values only,
     # never their buffers: a graph input read by such ops alone is not written to the GPU.
     host_only = False

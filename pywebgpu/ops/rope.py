@@ -24,6 +24,8 @@ class ApplyRotaryEmb(OpHandler):
     """Args: xq [B, S, Hq, D], xk [B, S, Hk, D], freqs_cos [S, D/2], freqs_sin [S, D/2],
     then the outputs (xq_out, xk_out): a ValueList of both as exported, or two tensors."""
 
+    RESIZED = ("grid", "pairs")
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         self.xq, self.xk, self.cos, self.sin = (self.tensor(i) for i in range(4))

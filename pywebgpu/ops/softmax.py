@@ -10,6 +10,8 @@ from .registry import OpHandler, linear_grid, pack_u32, register
 class Softmax(OpHandler):
     """Args: x, dim (Int, may be negative), half_to_float (Bool), out."""
 
+    RESIZED = ("grid", "rows")
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         if len(args) != 4:

@@ -42,6 +42,8 @@ class SymArithmetic(OpHandler):
 
 @register("et_vk.select_as_symint.default")
 class SelectAsSymInt(OpHandler):
+    RESIZED = ("_checked_selection", "_flat_index")
+
     host_only = True
     reads_host_values = True
 

@@ -16,6 +16,8 @@ WORKGROUP_SIZE = 256
 
 @register(*UNARY_OPS)
 class UnaryOp(OpHandler):
+    RESIZED = ("grid",)
+
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)
         self.src, self.out = self.tensor(0), self.tensor(len(args) - 1)
@@ -40,6 +42,8 @@ class SiluMul(OpHandler):
     """out = silu(x) * y, elementwise over one shape. Not an op of the exported graph: the
     runtime puts it in place of sigmoid(x), x * sigmoid(x) and that times y
     (runtime/fusion.py). Args: x, y, out."""
+
+    RESIZED = ("grid",)
 
     def __init__(self, graph, index, name, args):
         super().__init__(graph, index, name, args)

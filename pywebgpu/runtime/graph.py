@@ -65,10 +65,11 @@ class HostTensor:
 @dataclass
 class _ShapeState:
     """What resizing and recording left for one shape of the inputs. `ops`: op index →
-    [(part, its attributes)] of the op and the OpParts it keeps, for every op resized
-    since the graph's full resize; `values`: value id → a tensor's (sizes, host values)
-    or a SymInt's value, for every value changed since; `written`: the bytes last written
-    to each buffer (GraphRuntime.write_if_changed's); the ops' commands and the schedule."""
+    GraphRuntime._op_state (the attributes resize() sets, of the op and the OpParts it
+    keeps), for every op resized since the graph's full resize; `values`: value id → a
+    tensor's (sizes, host values) or a SymInt's value, for every value changed since;
+    `written`: the bytes last written to each buffer (GraphRuntime.write_if_changed's);
+    the ops' commands and the schedule."""
 
     ops: dict
     values: dict
@@ -140,8 +141,6 @@ class GraphRuntime:
         self._changed_values: set[int] = set()
         self._base_values: dict[int, object] = {}
         self._parts: dict[int, list] = {}
-        # Ops whose parts' attribute dicts a kept state holds: copied before a resize.
-        self._shared_ops: set[int] = set()
 
     # --- values ----------------------------------------------------------------------
     @staticmethod
@@ -418,7 +417,7 @@ class GraphRuntime:
         self._schedule = None
         self._tracking = False
         self._shape_states.clear()
-        for changes in (self._varied_ops, self._varied_values, self._resized_ops, self._changed_values, self._shared_ops):
+        for changes in (self._varied_ops, self._varied_values, self._resized_ops, self._changed_values):
             changes.clear()
 
     def value_changed(self, value_id: int, host_data_only: bool = False):
@@ -619,7 +618,6 @@ class GraphRuntime:
             ops, values = self._resized_ops, self._changed_values
         for index in ops:
             state.ops[index] = self._op_state(index)
-        self._shared_ops.update(ops)
         for value_id in values:
             state.values[value_id] = _value_state(self.values[value_id])
         state.written = dict(self._last_written)
@@ -627,10 +625,9 @@ class GraphRuntime:
         state.schedule, state.op_starts = self._schedule, self._op_starts
 
     def _restore_shape_state(self, state: _ShapeState):
-        for parts in state.ops.values():
-            for part, attributes in parts:
-                part.__dict__ = attributes
-        self._shared_ops.update(state.ops)
+        for index, held in state.ops.items():
+            for (part, names), values in zip(self._parts[index], held):
+                part.__dict__.update(zip(names, values))
         for value_id, held in state.values.items():
             value = self.values[value_id]
             if type(value) is SymInt:
@@ -647,37 +644,36 @@ class GraphRuntime:
         self._served.clear()
 
     def _note_resizing(self, index: int):
-        """Before op `index` is resized: note it, put its state as it has been since the
-        full resize into every kept state the first time, and give its parts attribute
-        dicts of their own where kept states hold theirs (the resize assigns into them)."""
+        """Before op `index` is resized: note it, and put its state as it has been since the
+        full resize into every kept state the first time."""
         if index not in self._varied_ops:
             self._varied_ops.add(index)
             unchanged = self._op_state(index)
             for state in self._shape_states.values():
                 state.ops[index] = unchanged
-            self._shared_ops.add(index)
-        if index in self._shared_ops:
-            self._shared_ops.discard(index)
-            for part in self._parts[index]:
-                part.__dict__ = dict(part.__dict__)
         self._resized_ops.add(index)
 
-    def _op_state(self, index: int) -> list:
-        """[(part, its attribute dict)] for op `index` and the OpParts it keeps: the dicts
-        themselves, which the parts then share with the state (see _note_resizing)."""
+    def op_parts(self, index: int) -> list:
+        """[(part, the attributes its resize sets)] for op `index` and the OpParts it keeps
+        (see OpPart)."""
         parts = self._parts.get(index)
         if parts is None:
-            parts, pending = [], [self.ops[index]]
+            found, pending = [], [self.ops[index]]
             while pending:
                 part = pending.pop()
-                if any(part is known for known in parts):
+                if any(part is known for known in found):
                     continue  # a helper's reference back to its op
-                parts.append(part)
+                found.append(part)
                 for attribute in vars(part).values():
                     items = attribute if isinstance(attribute, (list, tuple)) else (attribute,)
                     pending.extend(item for item in items if isinstance(item, registry.OpPart))
-            self._parts[index] = parts
-        return [(part, part.__dict__) for part in parts]
+            parts = self._parts[index] = [(part, part.resized_attributes()) for part in found]
+        return parts
+
+    def _op_state(self, index: int) -> tuple:
+        """The values of the attributes resize() sets, per part of op_parts(index): tuples
+        (few containers for Python's garbage collector to walk), None for one not set yet."""
+        return tuple(tuple(map(part.__dict__.get, names)) for part, names in self.op_parts(index))
 
     def _record_run(self, inputs, fed_on_gpu=()):
         if not self.built:
