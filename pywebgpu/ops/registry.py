@@ -13,10 +13,10 @@ A handler is made once per op call in the graph. Its life follows the graph's:
 - `resize()` derives output live sizes (`set_sizes`) and SymInts (`set_symint`) from its
   arguments' live sizes, host data and SymInt values, and rewrites parameters that changed.
   It must depend on nothing else: the runtime calls it only when one of those changed.
-  What it sets is kept in attributes of the op or of an `OpPart` the op keeps (the runtime
-  keeps them per input shape, see `OpPart`). An op that reads a SymInt argument on the
-  GPU (`GraphRuntime.int_on_gpu`) sets, in `gpu_int_ranges`, the values its recording
-  serves: a change within needs no resize;
+  What it sets is kept in attributes of the op or of an `OpPart` the op keeps, named in
+  their classes' RESIZED (the runtime keeps them per input shape). An op that reads a
+  SymInt argument on the GPU (`GraphRuntime.int_on_gpu`) sets, in `gpu_int_ranges`, the
+  values its recording serves: a change within needs no resize;
 - `record()` adds the op's dispatches to a recorder, from the state `resize` left (the
   runtime keeps the commands and re-records only after a resize).
 """

@@ -15,11 +15,10 @@ recording serves (`OpHandler.gpu_int_ranges`) and are resized only when it leave
 
 A change of input shape (a prompt after decoding, decoding after a prompt) resizes a third
 of the ops, re-records them and rebuilds the schedule: for SmolLM2 ~3-4 ms natively and
-~6-7 ms in Pyodide on a 2-core machine. So the graph keeps what resizing and recording left
+~4-7 ms in Pyodide on a 2-core machine. So the graph keeps what resizing and recording left
 for each of the last KEPT_SHAPES input shapes (_ShapeState) and restores it when the
-inputs return to a shape (~1.2 ms in Pyodide, mostly rewriting parameters); the run then
-resizes only what changed since (the position). Decoding's one shape returns after every
-prompt.
+inputs return to a shape (~1 ms in Pyodide there); the run then resizes only what changed
+since (the position). Decoding's one shape returns after every prompt.
 """
 
 from __future__ import annotations
