@@ -13,7 +13,7 @@ wrapped, which adds a little).
 
 With --shape-changes, the calls of a chat whose input shape changes, in rounds: a prompt
 of --prompt tokens after a decode step, a decode step after it, a decode step after that
-one, a prompt of a length no call had before (so its shape is kept by no state), and a
+one, a prompt of a length whose shape no state keeps (a length new to the round), and a
 decode step after it. Each call follows a 1 ms sleep; the report gives each kind's median
 over the rounds with its sections' medians, with the graph keeping the states of recent
 input shapes (runtime/graph.py's KEPT_SHAPES) and keeping none (resizing at every change
@@ -130,7 +130,7 @@ async def measure_shape_changes(model_url, rounds, kernel_set, prompt_tokens):
     prompt = list(range(1, prompt_tokens + 1))
     settings = {graph_module.KEPT_SHAPES: {}, 0: {}}  # kept shapes → kind → timings
     for r in range(rounds):
-        new_length = prompt[: prompt_tokens - 1 - r]  # a length no call had before
+        new_length = prompt[: prompt_tokens - 1 - r]  # a length no earlier round had
         # The settings take turns, in either order, each from no kept state: its prompt
         # and a decode step first, untimed (with shapes kept, their states are kept).
         for kept_shapes in sorted(settings, reverse=r % 2 == 0):
