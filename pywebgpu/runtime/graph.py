@@ -485,17 +485,17 @@ class GraphRuntime:
                 self._switch_shape(shapes)
             self._shape = shapes
         try:
-            self._write_inputs(inputs, fed_on_gpu)
+            self._write_inputs(inputs, shapes, fed_on_gpu)
         except BaseException:
             self._mark_all_stale()  # some inputs may have changed, their readers not marked
             raise
 
-    def _write_inputs(self, inputs, fed_on_gpu):
+    def _write_inputs(self, inputs, shapes, fed_on_gpu):
+        """set_inputs' work once the inputs' `shapes` are checked and their state is set."""
         for position, tensor in enumerate(self.inputs):
             if tensor is None:
                 continue
-            host = inputs[position]
-            shape = tuple(host.shape)
+            host, shape = inputs[position], shapes[position]
             fed = position in fed_on_gpu
             if shape == tensor.sizes and fed:
                 continue  # nothing the host knows changed
