@@ -139,6 +139,7 @@ def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[t
     rows += [(f"decode @{n} (tok/s)", ("decode", str(n), "tokens_per_s"), 1, True, ("decode", str(n), "runs_tokens_per_s")) for n in decode_contexts]
     rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False, None) for n in decode_contexts]
+    rows += [(f"of which in its JS call @{n} (ms)", ("decode", str(n), "js_call_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"dispatches per decode token @{n}", ("decode", str(n), "dispatches_per_token"), 1, False, None) for n in decode_contexts]
     rows += [

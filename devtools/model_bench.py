@@ -7,9 +7,10 @@ receives this file's source from devtools/bench.py).
 Every figure comes from the public model API (`LanguageModel.next_token_candidates`,
 greedy, top-k read back from the GPU) with instrumentation on the device: `submit` is
 wrapped to note how long it took (converting commands, and in the browser the one JS call
-that writes parameters, encodes, submits and requests the readback), how many dispatches
-it held, and to time them on the GPU when asked. Host time per decode token is the whole
-call that submits a step (set inputs, resize, record, submit, the readback requested).
+that writes parameters, encodes, submits and requests the readback, which is timed on its
+own too), how many dispatches it held, and to time them on the GPU when asked. Host time
+per decode token is the whole call that submits a step (set inputs, resize, record,
+submit, the readback requested).
 """
 
 from __future__ import annotations
@@ -39,13 +40,27 @@ def _dispatches(*recorders) -> int:
 
 class _SubmitClock:
     """Wraps `device.submit`: the seconds the last submit took and the dispatches it
-    handed over; while `timer` is set, submits are timed on the GPU with it."""
+    handed over; while `timer` is set, submits are timed on the GPU with it. In the
+    browser, also the seconds of the submit's one JS call (`js_seconds`; else None): the
+    rest of the host time is Python's."""
 
     def __init__(self, device):
         self.seconds = None
+        self.js_seconds = None
         self.timer = None
         self._recorders = ()
         submit = device.submit
+        encode_and_submit = getattr(device, "_encode_and_submit", None)  # the browser's
+        if encode_and_submit is not None:
+
+            def timed_encode_and_submit(*args):
+                started = _now()
+                try:
+                    return encode_and_submit(*args)
+                finally:
+                    self.js_seconds = _now() - started
+
+            device._encode_and_submit = timed_encode_and_submit
 
         def timed_submit(*recorders, timer=None, read=None):
             started = _now()
@@ -92,7 +107,7 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
     the top 1, or with a `temperature` the token drawn from the top k there,
     chat_sampling's; a repetition `penalty` starts from the tokens of `window`, which
     ends with `first_token`). Returns (tokens, wall s for all, host s per submitted step,
-    of which s in device.submit, dispatches of the last step)."""
+    of which (s in device.submit, s in its JS call or None), dispatches of the last step)."""
     sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
     k = sampling.candidates_needed
@@ -105,7 +120,7 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
             submitting = _now()
             steps.append(model.start_next_step(position + submitted, k, draw(), penalty))
             hosts.append(_now() - submitting)
-            submits.append(clock.seconds)
+            submits.append((clock.seconds, clock.js_seconds))
             submitted += 1
         tokens.append((await steps.popleft())[0][1])
     return tokens, _now() - started, hosts, submits, clock.dispatches
@@ -200,7 +215,8 @@ class Measurement:
         self.clock = _SubmitClock(model.graph.device)
         self._prefill_walls = {length: [] for length in prefill_lengths}
         self._prefill_hosts = {length: [] for length in prefill_lengths}
-        self._decodes = {context: [] for context in decode_contexts}  # (tok/s, host ms, submit ms) per round
+        # (tok/s, host ms, submit ms, its JS call's ms or None) per round
+        self._decodes = {context: [] for context in decode_contexts}
         self._continuations = {}  # context -> the first round's [first token, decoded...]
         self._dispatches = {}
         self.result = {}
@@ -252,7 +268,10 @@ class Measurement:
                 raise RuntimeError(f"greedy decoding after {context} tokens gave other tokens in round {number} than in the first")
             self._dispatches[context] = dispatches  # the last step's: attention's depend on the keys
             speed = len(generated) / seconds
-            self._decodes[context].append((speed, 1000 * median(hosts), 1000 * median(submits)))
+            js_calls = [js for _, js in submits if js is not None]
+            self._decodes[context].append(
+                (speed, 1000 * median(hosts), 1000 * median(submit for submit, _ in submits), 1000 * median(js_calls) if js_calls else None)
+            )
             self.log(f"pywebgpu decode @{context}: {speed:.2f} tok/s, host {1000 * median(hosts):.2f} ms/token (round {number})")
 
     async def finish(self) -> dict:
@@ -287,6 +306,7 @@ class Measurement:
                 "tokens_per_s": median(run[0] for run in runs),
                 "host_ms_per_token": median(run[1] for run in runs),
                 "submit_ms_per_token": median(run[2] for run in runs),
+                "js_call_ms_per_token": median(run[3] for run in runs) if all(run[3] is not None for run in runs) else None,
                 "gpu_ms_per_token": gpu_ms,
                 "dispatches_per_token": self._dispatches[context],
                 "runs_tokens_per_s": [run[0] for run in runs],

@@ -227,12 +227,13 @@ class BrowserDevice(Device):
         return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
-        from_js = _is_js(data)
+        from_js = type(data) is not bytes and _is_js(data)
         if not from_js and size <= HELD_WRITE_BYTES:
             if self._held_bytes + size > HELD_DATA_CAPACITY:
                 self._hand_over_writes()
             start = self._held_bytes
-            self._held_data[start : start + size] = _as_bytes_view(data)[data_offset : data_offset + size]
+            whole = type(data) is bytes and data_offset == 0 and size == len(data)
+            self._held_data[start : start + size] = data if whole else _as_bytes_view(data)[data_offset : data_offset + size]
             self._held_writes += (buffer, buffer_offset, start, size)
             self._held_bytes = start + size
             return

@@ -68,7 +68,7 @@ class DeviceLostError(GPUError):
 
 
 def check_grid(label: str, x: int, y: int, z: int):
-    if not all(0 <= n <= MAX_WORKGROUPS_PER_DIMENSION for n in (x, y, z)):
+    if not (0 <= x <= MAX_WORKGROUPS_PER_DIMENSION and 0 <= y <= MAX_WORKGROUPS_PER_DIMENSION and 0 <= z <= MAX_WORKGROUPS_PER_DIMENSION):
         raise GPUError(
             f"kernel {label!r}: dispatch grid {(x, y, z)} exceeds {MAX_WORKGROUPS_PER_DIMENSION} "
             "workgroups per dimension"
@@ -178,8 +178,11 @@ class Device:
         array, which then goes to the GPU without passing through Python's heap.
         """
         self._check_alive()
-        native_view = self._js_bytes_length(data)
-        total = native_view if native_view is not None else len(_as_bytes_view(data))
+        if type(data) is bytes:  # the common small write (parameters, positions): no view
+            total = len(data)
+        else:
+            js_length = self._js_bytes_length(data)
+            total = js_length if js_length is not None else len(_as_bytes_view(data))
         if size is None:
             size = total - data_offset
         if data_offset < 0 or size < 0 or data_offset + size > total:

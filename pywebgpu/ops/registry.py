@@ -121,7 +121,15 @@ class OpHandler(OpPart):
 
     def int_arg(self, arg: int) -> int:
         """An int argument's current value (a constant, or a SymInt's value now)."""
-        return self.graph.int_value(self.args[arg], self)
+        # GraphRuntime.int_value's work, without the second call: a decode step's SymInt
+        # ops ask for eight of these, just after an await (Python's slowest then).
+        value = self.graph.values[self.args[arg]]
+        kind = type(value)
+        if kind is SymInt:
+            return value.value
+        if kind is int:
+            return value
+        return self.graph.int_value(self.args[arg], self)  # raises the error
 
     def ints_arg(self, arg: int) -> list[int]:
         """An int list argument's current values (IntList, or ValueList of ints/SymInts)."""
@@ -151,7 +159,7 @@ class OpHandler(OpPart):
 
     def set_sizes(self, tensor: Tensor, sizes):
         """Set an output's live sizes, refusing sizes above what its buffer was planned for."""
-        sizes = tuple(int(s) for s in sizes)
+        sizes = tuple(map(int, sizes))
         if sizes == tensor.sizes:
             return
         if len(sizes) != len(tensor.max_sizes) or any(s > m or s < 0 for s, m in zip(sizes, tensor.max_sizes)):

@@ -92,7 +92,7 @@ class TopK:
         self._window = False  # whether the last run appended its token to a penalty's window
         self._last_params = None
         self._recorder = None
-        self._recorded_grids = None
+        self._recorded_passes = None
         self._feed = None
         self._drew = False  # whether the last prepared run draws a token (its pick to feed)
 
@@ -155,17 +155,18 @@ class TopK:
         if draw is not None:
             self.device.write_buffer(self.draw_params, struct.pack("<3f4x", draw.temperature, draw.top_p, draw.u))
         self._drew = draw is not None
-        chunks = -(-n // self.chunk)
-        levels = lane_levels(chunks, k) if self.lanes else []
-        grids = (penalized, linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1), levels, bounded, self._drew)
-        if grids != self._recorded_grids:
+        passes = (n, k, penalized, self._drew)  # what the passes' grids follow from
+        if passes != self._recorded_passes:
+            chunks = -(-n // self.chunk)
+            levels = lane_levels(chunks, k) if self.lanes else []
+            grid = linear_grid(chunks, LANE_THREADS) if self.lanes else (chunks, 1)
             self._recorder = self.device.record()
             if penalized:
                 self._recorder.dispatch(self.penalty_pass, self.penalty_group, PENALIZED_MAX // 64)
             if bounded:
-                self._recorder.dispatch(self.max_pass, self.max_group, *grids[1])
+                self._recorder.dispatch(self.max_pass, self.max_group, *grid)
                 self._recorder.dispatch(self.threshold_pass, self.threshold_group, 1)
-            self._recorder.dispatch(self.chunk_pass, self.chunk_group, *grids[1])
+            self._recorder.dispatch(self.chunk_pass, self.chunk_group, *grid)
             if self.lanes:
                 self._record_lane_levels(levels)
             else:
@@ -174,7 +175,7 @@ class TopK:
                 self._recorder.dispatch(self.sample_pass, self.sample_group, 1)
             if penalized:
                 self._recorder.dispatch(self.append_pass, self.append_group, 1)
-            self._recorded_grids = grids
+            self._recorded_passes = passes
         return self._recorder
 
     def _record_lane_levels(self, levels):

@@ -37,9 +37,13 @@ place of the last op of its pattern, where all its inputs exist.
   [input_pos, input_pos + S) (slice_copy, then a clone) for apply_rotary_emb. Where the
   slices are read only by apply_rotary_emb ops (through views), those read the whole
   tables from the position on the GPU (`RotaryEmbAtPosition`, ops/rope.py), so that a
-  decode step resizes none of them; the cos slice becomes the host's SymInt end - start
-  (which the op checks against its sequence length), the sin slice and the clones go:
-  two dispatches and two parameter writes fewer per token.
+  decode step resizes none of them; the op takes the slices' row count as a SymInt
+  (checked against its sequence length): where the slices end at start + a SymInt, as
+  Llama's at input_pos + seq_len, that one, and the sum, which nothing else reads, goes
+  with the slices; else the cos slice becomes the host's end - start. The sin slice and
+  the clones go: two dispatches and two parameter writes fewer per token, and a decode
+  step resizes only the ops reading the position (select_as_symint), no arithmetic.
+- SymInt arithmetic whose result nothing reads any more is dropped (not resized).
 - RoPE · attention: a RoPE op at the position whose outputs only an sdpa_with_kv_cache
   reads as q and k, with constant tables and a head dim that is a multiple of 4,
   becomes part of that op (`RopeSdpaWithKvCache`, ops/attention.py), which in decode
@@ -64,6 +68,7 @@ def fuse(graph) -> None:
     _fuse_mlp(graph)
     _fuse_shared_input_linears(graph)
     _fuse_rms_norm_linear(graph)
+    _fold_unread_symints(graph)
 
 
 def readers(ops, values) -> dict[int, list[int]]:
@@ -115,6 +120,7 @@ def _fuse_rope_tables(graph):
         views.update(cos_views + sin_views)
     readers_of = readers(graph.ops, graph.values)
     outputs = {tensor.id for tensor in graph.outputs}
+    sums = {op.out.id: op for op in graph.ops if type(op) is SymArithmetic and op.name == "add"}
     for (cos, sin), (ropes, views) in users.items():
         folded = {cos.index, sin.index, *(view.index for view in views)}
         fused = {rope.index for rope in ropes}
@@ -122,14 +128,39 @@ def _fuse_rope_tables(graph):
         if any(value_id in outputs or not set(readers_of.get(value_id, ())) <= folded | fused for value_id in made):
             continue  # a slice is read by something else too: left as it is
         start, end = cos.args[2:4]
-        length = SymInt(len(graph.values), 0)
-        graph.values.append(length)
-        graph.ops[cos.index] = SymArithmetic(graph, cos.index, "sub", (end, start, length.id))
+        # Where the slices end at start + a SymInt (Llama: input_pos + seq_len), that one is
+        # their length: no subtraction to resize at every step.
+        addends = list(sums[end].args[:2]) if end in sums else []
+        if start in addends:
+            addends.remove(start)
+        if len(addends) == 1 and type(graph.values[addends[0]]) is SymInt:
+            (length_id,) = addends
+            _fold(graph, cos.index, ropes[0].index)
+        else:
+            length_id = len(graph.values)
+            graph.values.append(SymInt(length_id, 0))
+            graph.ops[cos.index] = SymArithmetic(graph, cos.index, "sub", (end, start, length_id))
         for index in folded - {cos.index}:
             _fold(graph, index, ropes[0].index)
         for rope in ropes:
-            args = (rope.xq.id, rope.xk.id, cos.src.id, sin.src.id, start, length.id, rope.xq_out.id, rope.xk_out.id)
+            args = (rope.xq.id, rope.xk.id, cos.src.id, sin.src.id, start, length_id, rope.xq_out.id, rope.xk_out.id)
             graph.ops[rope.index] = RotaryEmbAtPosition(graph, rope.index, "apply_rotary_emb at position (fused)", args)
+
+
+def _fold_unread_symints(graph):
+    """Host arithmetic whose SymInt nothing reads any more (the RoPE slices' end, once
+    fused) becomes a no-op: else it would be resized whenever its arguments change (at
+    every decode step)."""
+    from ..ops.symint import SelectAsSymInt, SymArithmetic, SymSize
+
+    readers_of = readers(graph.ops, graph.values)
+    for op in reversed(graph.ops):  # readers come after writers: one pass from the end
+        if isinstance(op, (SymSize, SymArithmetic, SelectAsSymInt)) and readers_of.get(op.out.id) == [op.index]:
+            for arg in op.args:
+                users = readers_of.get(arg)
+                if users is not None and op.index in users:
+                    users.remove(op.index)
+            _make_no_op(graph, op.index, "unread")
 
 
 def constant_aliases(ops) -> dict[int, int]:
@@ -166,10 +197,14 @@ def _is_mul(op) -> bool:
 
 
 def _fold(graph, index: int, into: int):
+    _make_no_op(graph, index, f"fused into #{into}")
+
+
+def _make_no_op(graph, index: int, why: str):
     from ..ops.registry import OpHandler
 
     op = graph.ops[index]
-    graph.ops[index] = OpHandler(graph, index, f"{op.name} (fused into #{into})", ())
+    graph.ops[index] = OpHandler(graph, index, f"{op.name} ({why})", ())
 
 
 def _only_reader(graph):

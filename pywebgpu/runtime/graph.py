@@ -102,6 +102,12 @@ class GraphRuntime:
         # select_as_symint reads, on the host) are never written there.
         self._inputs_on_gpu = self._inputs_read_by(lambda op: not op.host_only)
         self._inputs_read_on_host = self._inputs_read_by(lambda op: op.reads_host_values)
+        # Input id → the ops reading its values on the host: the only ones a change of its
+        # data alone (a decode step's position) resizes.
+        self._host_readers = {
+            tensor_id: [index for index in self._consumers[tensor_id] if self.ops[index].reads_host_values]
+            for tensor_id in self._inputs_read_on_host
+        }
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
         self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
         self._keyed_int_buffers: dict = {}
@@ -433,10 +439,8 @@ class GraphRuntime:
                 for state in self._shape_states.values():
                     state.values[value_id] = self._base_values[value_id]
             self._changed_values.add(value_id)
-        readers = self._consumers.get(value_id, ())
-        if host_data_only:
-            readers = [index for index in readers if self.ops[index].reads_host_values]
-        if isinstance(value, SymInt):
+        readers = self._host_readers.get(value_id, ()) if host_data_only else self._consumers.get(value_id, ())
+        if type(value) is SymInt:
             if value.buffer is not None:
                 self.write_if_changed(value.buffer, _int_bytes(value.value))
             low, high, unserved = self._served.get(value_id) or self._serving(value_id)
@@ -471,16 +475,13 @@ class GraphRuntime:
         on the host)."""
         if len(inputs) != len(self.inputs):
             raise GPUError(f"the graph takes {len(self.inputs)} inputs, got {len(inputs)}")
-        shapes = []
-        for position, tensor in enumerate(self.inputs):
-            shape = tuple(inputs[position].shape) if tensor is not None else None
-            if tensor is not None and (len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes))):
-                raise GPUError(
-                    f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
-                )
-            shapes.append(shape)
-        shapes = tuple(shapes)
-        if shapes != self._shape:
+        shapes = tuple(None if tensor is None else tuple(given.shape) for tensor, given in zip(self.inputs, inputs))
+        if shapes != self._shape:  # the shapes now were checked when they were set
+            for position, (tensor, shape) in enumerate(zip(self.inputs, shapes)):
+                if tensor is not None and (len(shape) != len(tensor.max_sizes) or any(s > m for s, m in zip(shape, tensor.max_sizes))):
+                    raise GPUError(
+                        f"input {position}: shape {list(shape)} does not fit the exported bound {list(tensor.max_sizes)}"
+                    )
             if self._tracking and self._shape is not None:
                 self._switch_shape(shapes)
             self._shape = shapes
@@ -530,7 +531,9 @@ class GraphRuntime:
                 self._resizing = index
                 op = self.ops[index]
                 if tracking:
-                    self._note_resizing(index)
+                    if index not in self._varied_ops:
+                        self._note_first_resize(index)
+                    self._resized_ops.add(index)
                 had_ranges = bool(op.gpu_int_ranges)
                 op.resize()
                 if had_ranges or op.gpu_int_ranges:
@@ -642,15 +645,13 @@ class GraphRuntime:
         self._schedule, self._op_starts = state.schedule, state.op_starts
         self._served.clear()
 
-    def _note_resizing(self, index: int):
-        """Before op `index` is resized: note it, and put its state as it has been since the
-        full resize into every kept state the first time."""
-        if index not in self._varied_ops:
-            self._varied_ops.add(index)
-            unchanged = self._op_state(index)
-            for state in self._shape_states.values():
-                state.ops[index] = unchanged
-        self._resized_ops.add(index)
+    def _note_first_resize(self, index: int):
+        """Before op `index` is resized the first time since the full resize: note it, and
+        put its state as it has been since then into every kept state."""
+        self._varied_ops.add(index)
+        unchanged = self._op_state(index)
+        for state in self._shape_states.values():
+            state.ops[index] = unchanged
 
     def op_parts(self, index: int) -> list:
         """[(part, the attributes its resize sets)] for op `index` and the OpParts it keeps

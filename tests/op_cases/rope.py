@@ -93,3 +93,40 @@ CASES.append(
         expect_no_ops=("aten.slice_copy.Tensor",),
     )
 )
+
+
+class RopeBetween(torch.nn.Module):
+    """RoPE with its tables cut at rows [start, end), both given: the slices end at a
+    position of their own rather than at start + a length, so the fused op's rows are
+    counted as end - start on the host. Inputs: xq, xk, bounds int64 [2]."""
+
+    def __init__(self, head_dim, rows):
+        super().__init__()
+        cos, sin = tables(head_dim, 0, rows)
+        self.register_buffer("freqs_cos", cos)
+        self.register_buffer("freqs_sin", sin)
+
+    def forward(self, xq, xk, bounds):
+        start, end = bounds[0].item(), bounds[1].item()
+        torch._check(start >= 0)
+        torch._check(start < end)
+        torch._check(end <= self.freqs_cos.size(0))
+        torch._check(end - start == xq.shape[1])
+        return Rope()(xq, xk, self.freqs_cos[start:end], self.freqs_sin[start:end])
+
+
+def between(seq, start, seed):
+    return (r(1, seq, 6, 16, seed=seed), r(1, seq, 2, 16, seed=seed + 1), torch.tensor([start, start + seq]))
+
+
+CASES.append(
+    OpCase(
+        "rope-tables-between-positions",
+        RopeBetween(16, 24),
+        between(5, 0, seed=30),
+        more_runs=[between(1, 5, seed=32), between(4, 20, seed=34)],
+        dynamic_shapes=({1: Dim("seq", min=1, max=8)}, {1: Dim("seq", min=1, max=8)}, None),
+        expect_ops=("apply_rotary_emb at position (fused)", "sub"),
+        expect_no_ops=("aten.slice_copy.Tensor",),
+    )
+)
