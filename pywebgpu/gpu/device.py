@@ -68,7 +68,8 @@ class DeviceLostError(GPUError):
 
 
 def check_grid(label: str, x: int, y: int, z: int):
-    if not (0 <= x <= MAX_WORKGROUPS_PER_DIMENSION and 0 <= y <= MAX_WORKGROUPS_PER_DIMENSION and 0 <= z <= MAX_WORKGROUPS_PER_DIMENSION):
+    limit = MAX_WORKGROUPS_PER_DIMENSION  # compared one by one: a resize records hundreds
+    if not (0 <= x <= limit and 0 <= y <= limit and 0 <= z <= limit):
         raise GPUError(
             f"kernel {label!r}: dispatch grid {(x, y, z)} exceeds {MAX_WORKGROUPS_PER_DIMENSION} "
             "workgroups per dimension"
