@@ -140,6 +140,7 @@ def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[t
     rows += [(f"host time per decode token @{n} (ms)", ("decode", str(n), "host_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"of which in device.submit @{n} (ms)", ("decode", str(n), "submit_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"of which in its JS call @{n} (ms)", ("decode", str(n), "js_call_ms_per_token"), 1, False, None) for n in decode_contexts]
+    rows += [(f"of which the JS function's own run @{n} (ms)", ("decode", str(n), "js_body_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"GPU time per decode token @{n} (ms)", ("decode", str(n), "gpu_ms_per_token"), 1, False, None) for n in decode_contexts]
     rows += [(f"dispatches per decode token @{n}", ("decode", str(n), "dispatches_per_token"), 1, False, None) for n in decode_contexts]
     rows += [

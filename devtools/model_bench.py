@@ -41,22 +41,31 @@ def _dispatches(*recorders) -> int:
 class _SubmitClock:
     """Wraps `device.submit`: the seconds the last submit took and the dispatches it
     handed over; while `timer` is set, submits are timed on the GPU with it. In the
-    browser, also the seconds of the submit's one JS call (`js_seconds`; else None): the
-    rest of the host time is Python's."""
+    browser, also the seconds of the submit's one JS call (`js_seconds`; else None), timed
+    from Python, and of the JS function's own run within it (`js_body_seconds`, timed in
+    JS: performance.now() ticks in 5 µs steps there). The rest of the host time is
+    Python's; the call less its run, the crossing from Python to JS and back."""
 
     def __init__(self, device):
         self.seconds = None
         self.js_seconds = None
         self.timer = None
         self._recorders = ()
+        self._timed_in_js = None
         submit = device.submit
         encode_and_submit = getattr(device, "_encode_and_submit", None)  # the browser's
         if encode_and_submit is not None:
+            from pyodide.code import run_js
+
+            self._timed_in_js = timed_in_js = run_js(
+                "(f) => { const g = (...args) => { const t = performance.now(); try { return f(...args); }"
+                " finally { g.ms = performance.now() - t; } }; g.ms = 0; return g; }"
+            )(encode_and_submit)
 
             def timed_encode_and_submit(*args):
                 started = _now()
                 try:
-                    return encode_and_submit(*args)
+                    return timed_in_js(*args)
                 finally:
                     self.js_seconds = _now() - started
 
@@ -71,6 +80,11 @@ class _SubmitClock:
             return result
 
         device.submit = timed_submit
+
+    @property
+    def js_body_seconds(self) -> float | None:
+        """The last JS call's own run (see the class), read when asked: not in a host time."""
+        return None if self._timed_in_js is None else self._timed_in_js.ms / 1000
 
     @property
     def dispatches(self) -> int:
@@ -107,7 +121,8 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
     the top 1, or with a `temperature` the token drawn from the top k there,
     chat_sampling's; a repetition `penalty` starts from the tokens of `window`, which
     ends with `first_token`). Returns (tokens, wall s for all, host s per submitted step,
-    of which (s in device.submit, s in its JS call or None), dispatches of the last step)."""
+    of which (s in device.submit, s in its JS call and s of the JS function's own run, or
+    None and None), dispatches of the last step)."""
     sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
     k = sampling.candidates_needed
@@ -120,7 +135,7 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
             submitting = _now()
             steps.append(model.start_next_step(position + submitted, k, draw(), penalty))
             hosts.append(_now() - submitting)
-            submits.append((clock.seconds, clock.js_seconds))
+            submits.append((clock.seconds, clock.js_seconds, clock.js_body_seconds))
             submitted += 1
         tokens.append((await steps.popleft())[0][1])
     return tokens, _now() - started, hosts, submits, clock.dispatches
@@ -215,7 +230,8 @@ class Measurement:
         self.clock = _SubmitClock(model.graph.device)
         self._prefill_walls = {length: [] for length in prefill_lengths}
         self._prefill_hosts = {length: [] for length in prefill_lengths}
-        # (tok/s, host ms, submit ms, its JS call's ms or None) per round
+        # (tok/s, host ms, submit ms, its JS call's ms, its JS run's ms; None and None
+        # natively) per round
         self._decodes = {context: [] for context in decode_contexts}
         self._continuations = {}  # context -> the first round's [first token, decoded...]
         self._dispatches = {}
@@ -268,9 +284,16 @@ class Measurement:
                 raise RuntimeError(f"greedy decoding after {context} tokens gave other tokens in round {number} than in the first")
             self._dispatches[context] = dispatches  # the last step's: attention's depend on the keys
             speed = len(generated) / seconds
-            js_calls = [js for _, js in submits if js is not None]
+            js_calls = [js for _, js, _ in submits if js is not None]
+            js_bodies = [body for _, _, body in submits if body is not None]
             self._decodes[context].append(
-                (speed, 1000 * median(hosts), 1000 * median(submit for submit, _ in submits), 1000 * median(js_calls) if js_calls else None)
+                (
+                    speed,
+                    1000 * median(hosts),
+                    1000 * median(submit for submit, _, _ in submits),
+                    1000 * median(js_calls) if js_calls else None,
+                    1000 * median(js_bodies) if js_bodies else None,
+                )
             )
             self.log(f"pywebgpu decode @{context}: {speed:.2f} tok/s, host {1000 * median(hosts):.2f} ms/token (round {number})")
 
@@ -307,6 +330,7 @@ class Measurement:
                 "host_ms_per_token": median(run[1] for run in runs),
                 "submit_ms_per_token": median(run[2] for run in runs),
                 "js_call_ms_per_token": median(run[3] for run in runs) if all(run[3] is not None for run in runs) else None,
+                "js_body_ms_per_token": median(run[4] for run in runs) if all(run[4] is not None for run in runs) else None,
                 "gpu_ms_per_token": gpu_ms,
                 "dispatches_per_token": self._dispatches[context],
                 "runs_tokens_per_s": [run[0] for run in runs],
