@@ -95,16 +95,10 @@ CASES.append(
 )
 
 
-class RopeBetween(torch.nn.Module):
+class RopeBetween(RopeAtPosition):
     """RoPE with its tables cut at rows [start, end), both given: the slices end at a
     position of their own rather than at start + a length, so the fused op's rows are
     counted as end - start on the host. Inputs: xq, xk, bounds int64 [2]."""
-
-    def __init__(self, head_dim, rows):
-        super().__init__()
-        cos, sin = tables(head_dim, 0, rows)
-        self.register_buffer("freqs_cos", cos)
-        self.register_buffer("freqs_sin", sin)
 
     def forward(self, xq, xk, bounds):
         start, end = bounds[0].item(), bounds[1].item()
