@@ -3,7 +3,7 @@ JS does what pywebgpu's call does (gpu/_browser.py's _ENCODE_AND_SUBMIT_JS) with
 dispatches, and times each part with performance.now(). Set beside the benchmark's "of
 which in its JS call" (devtools/bench.py), the difference is Pyodide's crossing.
 
-    python -m devtools.submit_probe [--dispatches 85,155] [--steps 400] \\
+    python -m devtools.submit_probe [--dispatches 85,155] [--steps 400] [--worker] \\
         [--chromium PATH --chromium-flag=--use-angle=vulkan ...]
 
 A step: a 16-byte write from a held Uint8Array, N dispatches in one compute pass
@@ -32,8 +32,15 @@ from pathlib import Path
 from .browser import CHROMIUM, CHROMIUM_ARGS
 from .server import WebServer
 
-PAGE = r"""<!doctype html>
+# The page runs the probe (a module) on its main thread or in a module Worker.
+PAGE = """<!doctype html>
 <script type="module">
+const config = await (await fetch("config.json")).json();
+if (config.worker) new Worker("probe.mjs", {type: "module"}); else await import("./probe.mjs");
+</script>
+"""
+
+PROBE = r"""
 const config = await (await fetch("config.json")).json();
 const post = (body) => fetch("report", {method: "POST", body: JSON.stringify(body)});
 try {
@@ -113,7 +120,6 @@ try {
 } catch (error) {
   await post({error: String(error && error.stack || error)});
 }
-</script>
 """
 
 
@@ -123,6 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=400, help="timed steps per measurement (default 400)")
     parser.add_argument("--chromium", default=CHROMIUM, help=f"the Chromium binary (default {CHROMIUM})")
     parser.add_argument("--chromium-flag", action="append", help="a flag for Chromium (repeat; default: devtools/browser.py's, SwiftShader)")
+    parser.add_argument("--worker", action="store_true", help="run in a Worker, as pywebgpu runs in the chat page and the benchmark")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the page's report")
     args = parser.parse_args(argv)
     dispatches = [int(n) for n in args.dispatches.split(",")]
@@ -131,7 +138,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as scratch:
         root = Path(scratch)
         (root / "index.html").write_text(PAGE)
-        (root / "config.json").write_text(json.dumps({"dispatches": dispatches, "steps": args.steps}))
+        (root / "probe.mjs").write_text(PROBE)
+        (root / "config.json").write_text(json.dumps({"dispatches": dispatches, "steps": args.steps, "worker": args.worker}))
         with WebServer(root, post_handlers={"/report": reports.put}) as server:
             command = [args.chromium, "--headless", "--no-first-run", *flags, f"--user-data-dir={scratch}/profile", f"{server.url}/index.html"]
             browser = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -144,7 +152,8 @@ def main(argv=None) -> int:
                 browser.wait()
     if "error" in body:
         raise SystemExit(f"the page failed: {body['error']}")
-    print(f"A decode step's JS work, plain JS, µs per step (adapter {body['adapter']!r}, cross-origin isolated: {body['isolated']}):")
+    where = "a Worker" if args.worker else "the page's main thread"
+    print(f"A decode step's JS work, plain JS in {where}, µs per step (adapter {body['adapter']!r}, cross-origin isolated: {body['isolated']}):")
     for label, parts in body["result"].items():
         print(f"  {label}: " + ", ".join(f"{part} {us:.1f}" for part, us in parts.items()))
     print(json.dumps(body["result"]))
