@@ -3,7 +3,7 @@ JS does what pywebgpu's call does (gpu/_browser.py's _ENCODE_AND_SUBMIT_JS) with
 dispatches, and times each part with performance.now(). Set beside the benchmark's "of
 which in its JS call" (devtools/bench.py), the difference is Pyodide's crossing.
 
-    python -m devtools.submit_probe [--dispatches 85,155] [--steps 400] [--worker] \\
+    python -m devtools.submit_probe [--dispatches 85,155] [--steps 400] [--worker] [--busy-us N] \\
         [--chromium PATH --chromium-flag=--use-angle=vulkan ...]
 
 A step: a 16-byte write from a held Uint8Array, N dispatches in one compute pass
@@ -61,6 +61,16 @@ try {
   }));
   const stagings = Array.from({length: 4}, () => device.createBuffer({size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST}));
   const held = new Uint8Array(8192);
+  // What stands in for the step's Python before its JS call (--busy-us): that long spent
+  // walking 8 MiB, so that the call meets caches as cold as after the interpreter's run.
+  const scratch = new Int32Array(2 << 20);
+  let sink = 0;
+  function busy(us) {
+    const until = performance.now() + us / 1000;
+    for (let i = 0; performance.now() < until; i = (i + 4099) % scratch.length) {
+      for (let j = 0; j < 256; j++) sink += scratch[(i + 16 * j) % scratch.length]++;
+    }
+  }
 
   // One submit of `steps` decode steps: each its write's bytes, its dispatches, its read.
   function submit(dispatches, steps, staging, parts) {
@@ -103,6 +113,7 @@ try {
       const warmup = Math.ceil(100 / steps);
       for (let n = 0; n < submits; n++) {
         const staging = stagings[n % stagings.length];
+        if (config.busyUs) busy(config.busyUs);
         pending.push([submit(dispatches, steps, staging, n >= warmup ? parts : null), staging]);
         if (pending.length > 2) {  // two steps ahead of the reads
           const [mapped, buffer] = pending.shift();
@@ -130,6 +141,7 @@ def main(argv=None) -> int:
     parser.add_argument("--chromium", default=CHROMIUM, help=f"the Chromium binary (default {CHROMIUM})")
     parser.add_argument("--chromium-flag", action="append", help="a flag for Chromium (repeat; default: devtools/browser.py's, SwiftShader)")
     parser.add_argument("--worker", action="store_true", help="run in a Worker, as pywebgpu runs in the chat page and the benchmark")
+    parser.add_argument("--busy-us", type=int, default=0, help="before each submit, this many µs walking 8 MiB (the step's Python stands there)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the page's report")
     args = parser.parse_args(argv)
     dispatches = [int(n) for n in args.dispatches.split(",")]
@@ -139,7 +151,7 @@ def main(argv=None) -> int:
         root = Path(scratch)
         (root / "index.html").write_text(PAGE)
         (root / "probe.mjs").write_text(PROBE)
-        (root / "config.json").write_text(json.dumps({"dispatches": dispatches, "steps": args.steps, "worker": args.worker}))
+        (root / "config.json").write_text(json.dumps({"dispatches": dispatches, "steps": args.steps, "worker": args.worker, "busyUs": args.busy_us}))
         with WebServer(root, post_handlers={"/report": reports.put}) as server:
             command = [args.chromium, "--headless", "--no-first-run", *flags, f"--user-data-dir={scratch}/profile", f"{server.url}/index.html"]
             browser = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -152,7 +164,7 @@ def main(argv=None) -> int:
                 browser.wait()
     if "error" in body:
         raise SystemExit(f"the page failed: {body['error']}")
-    where = "a Worker" if args.worker else "the page's main thread"
+    where = ("a Worker" if args.worker else "the page's main thread") + (f", {args.busy_us} µs busy before each submit" if args.busy_us else "")
     print(f"A decode step's JS work, plain JS in {where}, µs per step (adapter {body['adapter']!r}, cross-origin isolated: {body['isolated']}):")
     for label, parts in body["result"].items():
         print(f"  {label}: " + ", ".join(f"{part} {us:.1f}" for part, us in parts.items()))
