@@ -121,15 +121,7 @@ class OpHandler(OpPart):
 
     def int_arg(self, arg: int) -> int:
         """An int argument's current value (a constant, or a SymInt's value now)."""
-        # GraphRuntime.int_value's work, without the second call: a decode step's SymInt
-        # ops ask for eight of these, just after an await (Python's slowest then).
-        value = self.graph.values[self.args[arg]]
-        kind = type(value)
-        if kind is SymInt:
-            return value.value
-        if kind is int:
-            return value
-        return self.graph.int_value(self.args[arg], self)  # raises the error
+        return self.graph.int_value(self.args[arg], self)
 
     def ints_arg(self, arg: int) -> list[int]:
         """An int list argument's current values (IntList, or ValueList of ints/SymInts)."""
