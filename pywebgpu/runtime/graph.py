@@ -101,13 +101,13 @@ class GraphRuntime:
         # Inputs some op reads on the GPU: the others (the position, which only
         # select_as_symint reads, on the host) are never written there.
         self._inputs_on_gpu = self._inputs_read_by(lambda op: not op.host_only)
-        self._inputs_read_on_host = self._inputs_read_by(lambda op: op.reads_host_values)
-        # Input id → the ops reading its values on the host: the only ones a change of its
-        # data alone (a decode step's position) resizes.
-        self._host_readers = {
-            tensor_id: [index for index in self._consumers[tensor_id] if self.ops[index].reads_host_values]
-            for tensor_id in self._inputs_read_on_host
-        }
+        # Input id → the ops reading its values on the host (an input none reads so: absent):
+        # the only ones a change of its data alone (a decode step's position) resizes.
+        self._host_readers: dict[int, list[int]] = {}
+        for tensor in self.inputs:
+            on_host = [i for i in self._consumers.get(tensor.id, ()) if self.ops[i].reads_host_values] if tensor is not None else []
+            if on_host:
+                self._host_readers[tensor.id] = on_host
         # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
         self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
         self._keyed_int_buffers: dict = {}
@@ -720,7 +720,7 @@ class GraphRuntime:
         if self._top_k is None:
             raise GPUError("build_top_k() the graph before submit_top_k")
         tokens = self.inputs[0]
-        if token_from_last_run and tokens is not None and tokens.id in self._inputs_read_on_host:
+        if token_from_last_run and tokens is not None and tokens.id in self._host_readers:
             raise GPUError("the last run's token cannot be fed on the GPU: an op reads the token input on the host")
         schedule = self._record_run(inputs, (0,) if token_from_last_run else ())
         logits = self.outputs[0]
