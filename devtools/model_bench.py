@@ -10,7 +10,8 @@ wrapped to note how long it took (converting commands, and in the browser the on
 that writes parameters, encodes, submits and requests the readback, which is timed on its
 own too), how many dispatches it held, and to time them on the GPU when asked. Host time
 per decode token is the whole call that submits a step (set inputs, resize, record,
-submit, the readback requested).
+submit, the readback requested), or a block of steps submitted as one (ChatSession's on
+GPUs), shared out over its steps.
 """
 
 from __future__ import annotations
@@ -39,24 +40,26 @@ def _dispatches(*recorders) -> int:
 
 
 class _SubmitClock:
-    """Wraps `device.submit`: the seconds the last submit took and the dispatches it
+    """Wraps `device.submit` and the end of a batch of submits (Device.batched_submits):
+    the seconds spent in them since the last `take()`, and the dispatches the last submit
     handed over; while `timer` is set, submits are timed on the GPU with it. In the
-    browser, also the seconds of the submit's one JS call (`js_seconds`; else None), timed
-    from Python, and of the JS function's own run within it (`js_body_seconds`, timed in
-    JS: performance.now() ticks in 5 µs steps there). The rest of the host time is
-    Python's; the call less its run, the crossing from Python to JS and back."""
+    browser, also the seconds of the JS calls that encode and submit (one per submission),
+    timed from Python, and the last one's own run (timed in JS: performance.now() ticks in
+    5 µs steps there). The rest of the host time is Python's; a call less its run, the
+    crossing from Python to JS and back."""
 
     def __init__(self, device):
-        self.seconds = None
+        self.seconds = 0.0
         self.js_seconds = None
         self.timer = None
         self._recorders = ()
         self._timed_in_js = None
-        submit = device.submit
+        submit, submit_batch = device.submit, device._submit_batch
         encode_and_submit = getattr(device, "_encode_and_submit", None)  # the browser's
         if encode_and_submit is not None:
             from pyodide.code import run_js
 
+            self.js_seconds = 0.0
             self._timed_in_js = timed_in_js = run_js(
                 "(f) => { const g = (...args) => { const t = performance.now(); try { return f(...args); }"
                 " finally { g.ms = performance.now() - t; } }; g.ms = 0; return g; }"
@@ -67,7 +70,7 @@ class _SubmitClock:
                 try:
                     return timed_in_js(*args)
                 finally:
-                    self.js_seconds = _now() - started
+                    self.js_seconds += _now() - started
 
             device._encode_and_submit = timed_encode_and_submit
 
@@ -75,11 +78,27 @@ class _SubmitClock:
             started = _now()
             # `read` only when given: the benchmark also runs wheels from before it existed.
             result = submit(*recorders, timer=timer or self.timer, **({} if read is None else {"read": read}))
-            self.seconds = _now() - started
+            self.seconds += _now() - started
             self._recorders = recorders
             return result
 
+        def timed_submit_batch(batch):
+            started = _now()
+            try:
+                submit_batch(batch)
+            finally:
+                self.seconds += _now() - started
+
         device.submit = timed_submit
+        device._submit_batch = timed_submit_batch
+
+    def take(self) -> tuple:
+        """(seconds in submits, seconds in JS calls or None) since the last take()."""
+        taken = (self.seconds, self.js_seconds)
+        self.seconds = 0.0
+        if self.js_seconds is not None:
+            self.js_seconds = 0.0
+        return taken
 
     @property
     def js_body_seconds(self) -> float | None:
@@ -115,14 +134,15 @@ def chat_sampling(temperature: float, penalty: float = 1.0) -> SamplingParams:
     return SamplingParams(temperature=temperature, top_k=40, top_p=0.95, repetition_penalty=penalty, seed=0)
 
 
-async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=()):
+async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=(), block=1):
     """`count` decode steps from `position`, as ChatSession decodes: the steps run
-    `run_ahead` ahead of the host (each takes its token on the GPU from the step before:
-    the top 1, or with a `temperature` the token drawn from the top k there,
-    chat_sampling's; a repetition `penalty` starts from the tokens of `window`, which
-    ends with `first_token`). Returns (tokens, wall s for all, host s per submitted step,
-    of which (s in device.submit, s in its JS call and s of the JS function's own run, or
-    None and None), dispatches of the last step)."""
+    `run_ahead` (or a block) ahead of the host, submitted `block` at a time as one (each takes its
+    token on the GPU from the step before: the top 1, or with a `temperature` the token
+    drawn from the top k there, chat_sampling's; a repetition `penalty` starts from the
+    tokens of `window`, which ends with `first_token`). Returns (tokens, wall s for all,
+    host s per submitted step, of which per step (s in submits, s in JS calls and s of the
+    JS functions' own runs, or None and None), dispatches of the last step); a block's
+    figures are shared out evenly over its steps."""
     sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
     k = sampling.candidates_needed
@@ -130,13 +150,20 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
     started = _now()
     steps = deque([model.start_next_token_candidates([first_token], position, k, penalty, window, draw())])
     submitted = 1
-    while steps or submitted < count:  # run_ahead 0: each step submitted after the last's readback
-        while submitted < count and len(steps) <= run_ahead:
+    ahead = max(run_ahead, block) if block > 1 else run_ahead  # ChatSession keeps a block ahead
+    while steps or submitted < count:  # ahead 0: each step submitted after the last's readback
+        while submitted < count and len(steps) <= ahead:
+            n = min(block, count - submitted)
+            draws = [draw() for _ in range(n)]
+            clock.take()
             submitting = _now()
-            steps.append(model.start_next_step(position + submitted, k, draw(), penalty))
-            hosts.append(_now() - submitting)
-            submits.append((clock.seconds, clock.js_seconds, clock.js_body_seconds))
-            submitted += 1
+            steps.extend(model.start_next_steps(position + submitted, k, draws, penalty))
+            host = _now() - submitting
+            seconds, js_seconds = clock.take()
+            body = clock.js_body_seconds
+            hosts += [host / n] * n
+            submits += [(seconds / n, None if js_seconds is None else js_seconds / n, None if body is None else body / n)] * n
+            submitted += n
         tokens.append((await steps.popleft())[0][1])
     return tokens, _now() - started, hosts, submits, clock.dispatches
 
@@ -202,13 +229,14 @@ class Measurement:
     Prefill of each `prefill_lengths` prefix of `prompt_tokens` (tok/s, time to first
     token); `decode_tokens` steps after a prompt of each `decode_contexts` length (tok/s,
     host ms per token), greedy or with a `temperature` sampled as the chat demo samples,
-    with a repetition `penalty`, decoding `run_ahead` steps ahead of the host (None: as
-    ChatSession). `finish` adds the GPU time per decode token (where the adapter has
-    timestamp queries), the op profiles and the medians over the rounds."""
+    with a repetition `penalty`, decoding `run_ahead` steps ahead of the host and
+    `decode_block` steps a submission (None: as ChatSession). `finish` adds the GPU time
+    per decode token (where the adapter has timestamp queries), the op profiles and the
+    medians over the rounds."""
 
     def __init__(
         self, model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, log=print, run_ahead=None, temperature=0.0, penalty=1.0,
-        prompt_shapes="new",
+        prompt_shapes="new", decode_block=None,
     ):  # fmt: skip
         if decode_tokens < 2:
             raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
@@ -222,6 +250,7 @@ class Measurement:
         self.decode_tokens = decode_tokens
         self.log = log
         self.run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
+        self.decode_block = model.decode_block_steps if decode_block is None else decode_block
         self.temperature = temperature
         self.penalty = penalty
         if prompt_shapes not in ("new", "kept"):
@@ -252,6 +281,7 @@ class Measurement:
             "gpu_memory_bytes": device.allocated_bytes,
             "dispatches_per_prefill_call": prefill_dispatches,
             "decode_run_ahead_steps": self.run_ahead,
+            "decode_block_steps": self.decode_block,
             "decode_temperature": self.temperature,
             "decode_repetition_penalty": self.penalty,
             "prompt_shapes": self.prompt_shapes,
@@ -277,7 +307,8 @@ class Measurement:
             first, _ = await _step(self.model, self.prompt_tokens[:context], 0, self.clock)
             window = self.prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
             generated, seconds, hosts, submits, dispatches = await _decode(
-                self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window
+                self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window,
+                self.decode_block,
             )
             continuation = [first] + generated
             if self._continuations.setdefault(context, continuation) != continuation and self.temperature == 0:
@@ -365,6 +396,7 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
         config.get("temperature", 0.0),
         config.get("repetition_penalty", 1.0),
         config.get("prompt_shapes", "new"),
+        config.get("decode_block"),
     )
     await measurement.start()
     measurement.result["load_s"] = load_s

@@ -296,17 +296,20 @@ DRAW_MARGIN = 1e-3
 SAMPLED_REPLY_SOURCE = """
 from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
 
-async def sampled_reply(manifest_url, question, sampling, max_tokens):
-    chat = ChatSession(await LanguageModel.load(manifest_url))
+async def sampled_reply(manifest_url, question, sampling, max_tokens, decode_block_steps):
+    model = await LanguageModel.load(manifest_url)
+    model.decode_block_steps = decode_block_steps
+    chat = ChatSession(model)
     pieces = [piece async for piece in chat.send(question, sampling=SamplingParams(**sampling), max_tokens=max_tokens)]
     return {"text": "".join(pieces), "stats": chat.stats}
 """
 
 
-@pytest.mark.parametrize("penalty", [1.0, 1.3])
-def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, penalty):
+@pytest.mark.parametrize("penalty, decode_block_steps", [(1.0, 1), (1.3, 1), (1.3, 3)])
+def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, penalty, decode_block_steps):
     """Each token drawn on the GPU, the steps run ahead; with a repetition penalty, its
-    window of recent tokens growing on the GPU."""
+    window of recent tokens growing on the GPU; the steps submitted one at a time (as on
+    this CPU adapter) and three at a time (as on GPUs, four)."""
     question = "Tell me about the sea."
     uniforms = random.Random(SAMPLING["seed"])
     top = (SAMPLING["top_k"], SAMPLING["temperature"], SAMPLING["top_p"])
@@ -315,7 +318,8 @@ def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, p
     )
     sampling = {**SAMPLING, "repetition_penalty": penalty}
     python_page.load_module("chat_programs", SAMPLED_REPLY_SOURCE)
-    answer = python_page.call("chat_programs", "sampled_reply", f"/models/{bundled_model.name}", question, sampling, MAX_TOKENS)
+    args = (f"/models/{bundled_model.name}", question, sampling, MAX_TOKENS, decode_block_steps)
+    answer = python_page.call("chat_programs", "sampled_reply", *args)
     compared = next((i for i, margin in enumerate(margins) if margin < DRAW_MARGIN), len(margins))
     assert compared >= MAX_TOKENS // 2, margins
     if compared == len(margins):

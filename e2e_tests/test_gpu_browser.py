@@ -11,7 +11,7 @@ import gpu_programs
 from gpu_cases import BINARY_CASES, as_tensor, case_id, case_inputs, reference
 from topk_cases import DRAW_CASES, TOP_K_CASES, case_logits, check_draws, check_top_k, draw_points, expected_top_k
 from widen_cases import WIDEN_COUNTS, check_widened, widen_case
-from test_gpu_native import check_gpu_timer, expected_pattern_sha256
+from test_gpu_native import check_batched_submits, check_gpu_timer, expected_pattern_sha256
 
 
 @pytest.fixture
@@ -139,6 +139,12 @@ def test_resubmit_replaced_commands(programs):
     # The JS array of a resubmitted list is patched; the small write before is held and
     # handed over in the same call, which also reads the result back.
     assert programs.call("gpu_programs", "resubmit_replaced") == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
+
+
+def test_batched_submits_see_the_writes_made_before_each(programs):
+    # One JS call for the three submits: the first one's write held, the later ones'
+    # uploaded and copied in-stream, the three reads in one readback.
+    check_batched_submits(programs.call("gpu_programs", "batched_submits"))
 
 
 @pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])

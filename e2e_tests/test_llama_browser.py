@@ -67,12 +67,14 @@ def test_tiny_llama_chat(python_page, tmp_path_factory):
 
 def test_tiny_llama_run_ahead_sampled_or_penalized(python_page, tmp_path_factory):
     """Decoding run ahead of the host (each step taking the last call's token on the GPU),
-    sampled and/or with a repetition penalty, both kernel sets, against eager PyTorch."""
+    sampled and/or with a repetition penalty, both kernel sets, steps submitted one and
+    three at a time, against eager PyTorch."""
     folder = str(tmp_path_factory.getbasetemp())
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
     for temperature, penalty in DRAW_RUNS:
         trace = tiny_llama_draw_trace(folder, temperature, penalty)
         (python_page.server.files_dir / "tiny_llama_draws.pte").write_bytes(trace.pte)
         for kernel_set in ("cpu", "gpu"):
-            args = ["/files/tiny_llama_draws.pte", trace.prefill, trace.draws, trace.k, trace.penalty, kernel_set]
-            check_draw_trace(trace, python_page.call("graph_programs", "draw_from_url", *args))
+            for block in (1, 3):
+                args = ["/files/tiny_llama_draws.pte", trace.prefill, trace.draws, trace.k, trace.penalty, kernel_set, block]
+                check_draw_trace(trace, python_page.call("graph_programs", "draw_from_url", *args))

@@ -174,6 +174,35 @@ async def resubmit_replaced():
     return array.array("f", bytes(await pending)).tolist()
 
 
+async def batched_submits():
+    """Three submits of one recorded copy (a → b, b read back) made as one batch, a write to
+    a before each (the later ones copied in-stream), a write after the last; inside the
+    batch, changing the submitted recorder and reading back are refused. Returns the
+    three reads, a read of a after the batch, and what was refused."""
+    d = await device()
+    a = d.create_buffer(16, label="a")
+    b = d.create_buffer(16, label="b")
+    copy = d.record()
+    copy.copy(a, b, 16)
+    reads, refused = [], []
+    with d.batched_submits():
+        for run in range(3):
+            d.write_buffer(a, array.array("f", [10.0 * run + i for i in range(4)]))
+            reads.append(d.submit(copy, read=(b, 0, 16)))
+        try:
+            copy.copy(a, b, 4)
+        except GPUError:
+            refused.append("changing a submitted recorder")
+        try:
+            await d.read_buffer(b)
+        except GPUError:
+            refused.append("reading back")
+        d.write_buffer(a, array.array("f", [-1.0, -2.0, -3.0, -4.0]))
+    results = [array.array("f", bytes(await pending)).tolist() for pending in reads]
+    results.append(array.array("f", bytes(await d.read_buffer(a))).tolist())
+    return {"reads": results, "refused": refused}
+
+
 async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=(), kernel_set="gpu"):
     """The GPU top-k reducer (its kernels for `kernel_set`: "gpu" or "cpu") over a logits
     row; returns [[value, index], ...]."""

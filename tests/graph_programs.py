@@ -24,10 +24,12 @@ def host_tensor(shape, dtype, data):
     return HostTensor(tuple(shape), values, dtype)
 
 
-async def run_graph(data, runs, kernel_set=None, hidden_features=()):
+async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=False):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
     (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile, load included: fusion
-    decides by it; and the device's `hidden_features` hidden). Returns {"results": per
+    decides by it; and the device's `hidden_features` hidden); `batched`: the runs
+    submitted as one (Device.batched_submits), each one's outputs read back by a submit
+    after it in the batch. Returns {"results": per
     run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
     fusion), "resized": per run the names of the ops it resized, "kernel_set": the set
     that ran, "features": the device's features it ran with, "float16": the ids of the
@@ -41,7 +43,16 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
         results, resized = [], []
         for op in graph.ops:
             op.resize = _noting_resizes(op, resized)
-        for inputs in runs:
+        if batched:
+            reads = []
+            with device.batched_submits():
+                for inputs in runs:
+                    resized.append([])
+                    graph.submit(*[host_tensor(*x) for x in inputs])
+                    reads.append([(t.sizes, t.nbytes, device.submit(read=(t.buffer, 0, (t.nbytes + 3) & ~3))) for t in graph.outputs])
+            for outputs in reads:
+                results.append([[list(sizes), bytes((await pending)[:nbytes])] for sizes, nbytes, pending in outputs])
+        for inputs in [] if batched else runs:
             resized.append([])
             outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
             results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
@@ -60,13 +71,14 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=()):
     }
 
 
-async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=None, run_ahead=2):
+async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=None, run_ahead=2, block=1):
     """Load `data`, then decode as ChatSession does ahead of the host: the prefill (a
     run's inputs, whose tokens a repetition `penalty` starts its window with) and one
     decode step per further call, every call's token its top 1 or drawn from its top k on
     the GPU (`draws`: [temperature, top_p, u] or None per call), each step taking the last
-    call's token there, `run_ahead` steps submitted before the host awaits the oldest.
-    Returns the [value, id] of each call's token."""
+    call's token there, submitted `block` at a time as one (Device.batched_submits),
+    `run_ahead` steps submitted before the host awaits the oldest. Returns the [value,
+    id] of each call's token."""
     from pywebgpu.ops.topk import Draw
 
     def drawing(draw):
@@ -81,13 +93,15 @@ async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=Non
         window = list(tokens.values)
         pending = [graph.submit_top_k(tokens, position, k=k, penalty=penalty, penalized_ids=window, draw=drawing(draws[0]))]
         drawn, at = [], tokens.shape[1]
-        for draw in draws[1:]:
-            if len(pending) > run_ahead:
+        steps = draws[1:]
+        for start in range(0, len(steps), block):
+            while len(pending) > run_ahead:
                 drawn.append(await pending.pop(0))
-            placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
-            step = graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw))
-            pending.append(step)
-            at += 1
+            with device.batched_submits():
+                for draw in steps[start : start + block]:
+                    placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
+                    pending.append(graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw)))
+                    at += 1
         for step in pending:
             drawn.append(await step)
     finally:
@@ -95,14 +109,14 @@ async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=Non
     return [list(pairs[0]) for pairs in drawn]
 
 
-async def draw_from_url(url, prefill, draws, k, penalty, kernel_set):
+async def draw_from_url(url, prefill, draws, k, penalty, kernel_set, block=1):
     """In the page: run_graph_drawing on the .pte at `url`."""
     import js
 
     response = await js.fetch(url)
     if not response.ok:
         raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-    return await run_graph_drawing(await response.arrayBuffer(), prefill, draws, k, penalty, kernel_set)
+    return await run_graph_drawing(await response.arrayBuffer(), prefill, draws, k, penalty, kernel_set, block=block)
 
 
 def _noting_resizes(op, resized):
@@ -116,17 +130,17 @@ def _noting_resizes(op, resized):
 
 
 async def run_graphs_from_urls(jobs):
-    """In the page: [[url, runs, kernel_set, hidden_features], ...] → per job run_graph's
-    answer or {"error": "..."}."""
+    """In the page: [[url, runs, kernel_set, hidden_features, batched], ...] → per job
+    run_graph's answer or {"error": "..."}."""
     import js
 
     answers = []
-    for url, runs, kernel_set, hidden_features in jobs:
+    for url, runs, kernel_set, hidden_features, batched in jobs:
         try:
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features))
+            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features, batched))
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

@@ -42,6 +42,9 @@ class OpCase:
     # Adapter features the device pretends not to have while the case runs (e.g.
     # "subgroups": the kernels that adapters without them run).
     hidden_features: tuple = ()
+    # The runs submitted as one batch (Device.batched_submits; stateful cases), each
+    # one's outputs read back by a submit after it in the batch.
+    batched: bool = False
     # Names of ops the runtime must run (e.g. one its fusion makes), or must not.
     expect_ops: tuple = ()
     expect_no_ops: tuple = ()

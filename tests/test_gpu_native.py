@@ -91,6 +91,17 @@ def test_resubmit_replaced_commands():
     assert run(gpu_programs.resubmit_replaced()) == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 100.0]
 
 
+def check_batched_submits(result):
+    """Each batched read sees the write made just before its submit, the write after the
+    batch lands last, and the batch refuses what would break its order."""
+    assert result["reads"] == [[10.0 * run + i for i in range(4)] for run in range(3)] + [[-1.0, -2.0, -3.0, -4.0]]
+    assert result["refused"] == ["changing a submitted recorder", "reading back"]
+
+
+def test_batched_submits_see_the_writes_made_before_each():
+    check_batched_submits(run(gpu_programs.batched_submits()))
+
+
 @pytest.mark.parametrize("kernel_set", ["gpu", "cpu"])
 @pytest.mark.parametrize("case", TOP_K_CASES, ids=str)
 def test_top_k_matches_torch(case, kernel_set):

@@ -137,15 +137,19 @@ def test_resize_sets_only_the_attributes_kept_per_shape(tmp_path_factory, kernel
         registry.FORCE_KERNEL_SET = None
 
 
+@pytest.mark.parametrize("block", [1, 3])
 @pytest.mark.parametrize("temperature, penalty", DRAW_RUNS)
 @pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
-def test_tiny_llama_run_ahead_sampled_or_penalized(tmp_path_factory, kernel_set, temperature, penalty):
+def test_tiny_llama_run_ahead_sampled_or_penalized(tmp_path_factory, kernel_set, temperature, penalty, block):
     """Decoding run ahead of the host, each step taking the last call's token on the GPU:
     sampled (each token drawn on the GPU) and/or with a repetition penalty (its window of
-    tokens growing on the GPU), against eager PyTorch at the same uniforms and penalty."""
+    tokens growing on the GPU), against eager PyTorch at the same uniforms and penalty;
+    steps submitted one at a time, and three at a time as one submission (each step's
+    position and uniform then copied in-stream; with the kernels for CPUs, the KV-cache
+    copy at the position re-recorded into a new schedule for each step)."""
     trace = tiny_llama_draw_trace(str(tmp_path_factory.getbasetemp()), temperature, penalty)
     args = (trace.pte, trace.prefill, trace.draws, trace.k, trace.penalty, kernel_set)
-    check_draw_trace(trace, asyncio.run(graph_programs.run_graph_drawing(*args)))
+    check_draw_trace(trace, asyncio.run(graph_programs.run_graph_drawing(*args, block=block)))
 
 
 def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):

@@ -8,6 +8,7 @@ implements the handful of `_raw_*` primitives over its own WebGPU API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import struct
 from dataclasses import dataclass, field
@@ -50,6 +51,10 @@ REQUESTED_LIMITS = (
 # Readbacks up to this size reuse their staging buffers (a token's top-k is 8 bytes per
 # candidate): nothing is created per token.
 POOLED_READ_BYTES = 64 * 1024
+
+# Batched submits (Device.batched_submits) keep the copy commands they make between runs,
+# keyed by those commands: a decode block makes the same copies every time.
+KEPT_BATCH_COPIES = 64
 
 # WebGPU's default maxComputeWorkgroupsPerDimension; no adapter here offers more.
 MAX_WORKGROUPS_PER_DIMENSION = 65535
@@ -143,6 +148,12 @@ class Device:
         # size → unmapped readback staging buffers (backend handles), for reads of up to
         # POOLED_READ_BYTES
         self._free_staging: dict[int, list] = {}
+        # The open batch of submits (batched_submits), its buffers for the bytes written
+        # between runs and for the bytes read back, and its copy commands kept.
+        self._batch: _Batch | None = None
+        self._batch_upload: Buffer | None = None
+        self._batch_gather: Buffer | None = None
+        self._batch_copies: dict[tuple, Recorder] = {}
 
     # --- buffers -------------------------------------------------------------------
     def create_buffer(self, size: int, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
@@ -179,6 +190,7 @@ class Device:
         array, which then goes to the GPU without passing through Python's heap.
         """
         self._check_alive()
+        js_length = None
         if type(data) is bytes:  # the common small write (parameters, positions): no view
             total = len(data)
         else:
@@ -200,8 +212,16 @@ class Device:
                 f"write of {size} bytes at offset {buffer_offset} overflows buffer "
                 f"{buffer.label!r} of {buffer.size} bytes"
             )
-        if size:
-            self._raw_write_buffer(buffer, buffer_offset, data, data_offset, size)
+        if not size:
+            return
+        batch = self._batch
+        if batch is not None and batch.runs:  # a write between batched runs: copied in-stream
+            if js_length is not None:
+                raise GPUError(f"write to buffer {buffer.label!r}: JS data cannot be written between batched submits")
+            whole = type(data) is bytes and data_offset == 0 and size == total
+            batch.write(buffer, buffer_offset, data if whole else bytes(_as_bytes_view(data)[data_offset : data_offset + size]))
+            return
+        self._raw_write_buffer(buffer, buffer_offset, data, data_offset, size)
 
     async def read_buffer(self, buffer: Buffer, offset: int = 0, size: int | None = None) -> memoryview:
         """Copy `size` bytes at `offset` back from the GPU (waits for queued work)."""
@@ -211,7 +231,7 @@ class Device:
         """Queue the copy of `size` bytes at `offset` back from the GPU now, behind the
         work submitted so far, and return an awaitable of them: work submitted before
         awaiting it runs on the GPU while the bytes travel back."""
-        self._check_alive()
+        self._check_outside_batch("reading a buffer back")
         return self._finish_read(self._raw_submit((), None, _checked_read(buffer, offset, size)))
 
     def _take_staging(self, size: int, create):
@@ -237,6 +257,7 @@ class Device:
         """Free the buffer's GPU memory now; destroying it again does nothing."""
         if buffer.destroyed:
             return
+        self._check_outside_batch(f"destroying buffer {buffer.label!r}")
         self._raw_destroy_buffer(buffer)
         buffer.destroyed = True
         self.allocated_bytes -= buffer.size
@@ -291,13 +312,106 @@ class Device:
 
         With `read` = (buffer, offset, size), the same command buffer then copies those
         bytes back, and submit returns an awaitable of them (as start_read does): a
-        decode step's result costs no second submission."""
+        decode step's result costs no second submission.
+
+        Inside batched_submits, the submission waits for the batch's end."""
         self._check_alive()
         self._raise_pending_errors()
+        if self._batch is not None:
+            if timer is not None:
+                raise GPUError("a timed submit cannot join a batch of submits")
+            return self._batch.add(recorders, None if read is None else _checked_read(*read))
         if read is None:
             self._raw_submit(recorders, timer, None)
             return None
         return self._finish_read(self._raw_submit(recorders, timer, _checked_read(*read)))
+
+    @contextlib.contextmanager
+    def batched_submits(self):
+        """Make the submits inside one submission: one command buffer, whose reads come
+        back in one readback, each submit's awaitable still giving its own bytes. A write
+        made between two of them is copied on the GPU just before the later one's
+        commands (from bytes uploaded with the batch), so that each submit sees the
+        writes made before it, as if submitted alone. For work the host prepares faster
+        than one submission per run allows (decode steps: one JS call and one readback
+        for several). The recorders submitted must not change until the batch is
+        submitted (see Recorder.pinned); reading back, waiting for the GPU and destroying
+        buffers are refused until then. Leaving by an exception submits the runs made so far."""
+        self._check_outside_batch("opening a batch of submits")
+        self._batch = batch = _Batch()
+        try:
+            yield
+        finally:
+            self._batch = None
+            self._submit_batch(batch)
+
+    def _check_outside_batch(self, what: str):
+        self._check_alive()
+        if self._batch is not None:
+            raise GPUError(f"{what} inside a batch of submits: end the batch first")
+
+    def _submit_batch(self, batch: "_Batch"):
+        try:
+            if batch.runs:
+                self._encode_batch(batch)
+            for buffer, offset, data in batch.writes:  # after the last run: plain writes
+                self._raw_write_buffer(buffer, offset, data, 0, len(data))
+        finally:
+            for recorders, _, _, _ in batch.runs:
+                for recorder in recorders:
+                    recorder.pinned = False
+
+    def _encode_batch(self, batch: "_Batch"):
+        upload_size = sum(len(data) for _, _, writes, _ in batch.runs for _, _, data in writes)
+        gather_size = sum(read[2] for _, read, _, _ in batch.runs if read is not None)
+        upload = self._batch_upload = self._batch_buffer(self._batch_upload, upload_size, "batch.upload")
+        gather = self._batch_gather = self._batch_buffer(self._batch_gather, gather_size, "batch.gather")
+        lists, copies, uploaded, at, gathered = [], [], [], 0, 0
+        for recorders, read, writes, part in batch.runs:
+            for buffer, offset, data in writes:
+                copies.append((Recorder.COPY, upload, at, buffer, offset, len(data)))
+                uploaded.append(data)
+                at += len(data)
+            if copies:
+                lists.append(self._batch_copy_recorder(copies))
+                copies = []
+            lists.extend(recorders)
+            if read is not None:
+                buffer, offset, size = read
+                copies.append((Recorder.COPY, buffer, offset, gather, gathered, size))
+                part.start, part.size = gathered, size
+                gathered += size
+        if copies:
+            lists.append(self._batch_copy_recorder(copies))
+        if uploaded:
+            self._raw_write_buffer(upload, 0, b"".join(uploaded), 0, upload_size)
+        if not gathered:
+            self._raw_submit(lists, None, None)
+            return
+        whole = _SharedRead(self._finish_read(self._raw_submit(lists, None, (gather, 0, gathered))))
+        for _, _, _, part in batch.runs:
+            if part is not None:
+                part.whole = whole
+
+    def _batch_buffer(self, buffer: "Buffer | None", size: int, label: str) -> "Buffer | None":
+        """`buffer` if it holds `size` bytes, else a larger one in its place (a power of two)."""
+        if not size or (buffer is not None and buffer.size >= size):
+            return buffer
+        if buffer is not None:
+            self.destroy_buffer(buffer)
+            self._batch_copies.clear()  # their commands name the old buffer
+        return self.create_buffer(max(256, 1 << (size - 1).bit_length()), BufferUsage.COPY_SRC | BufferUsage.COPY_DST, label)
+
+    def _batch_copy_recorder(self, commands: list) -> "Recorder":
+        """A recorder of the copy `commands`, kept for the next batch that makes them."""
+        key = tuple(commands)
+        recorder = self._batch_copies.get(key)
+        if recorder is None:
+            if len(self._batch_copies) >= KEPT_BATCH_COPIES:
+                self._batch_copies.clear()
+            recorder = self._batch_copies[key] = Recorder()
+            recorder.extend(commands)
+        return recorder
 
     def timer(self) -> "GPUTimer":
         """A GPUTimer for `submit` (needs the adapter's timestamp-query feature)."""
@@ -309,6 +423,7 @@ class Device:
 
     async def synchronize(self):
         """Wait until all submitted work is done; raise any error it produced."""
+        self._check_outside_batch("waiting for the GPU")
         await self._raw_synchronize()
         self._raise_pending_errors()
 
@@ -389,6 +504,57 @@ def _checked_read(buffer: Buffer, offset: int = 0, size: int | None = None) -> t
     return buffer, offset, size
 
 
+class _Batch:
+    """The submits of an open Device.batched_submits, in order: (recorders, read, the
+    writes made before it since the submit before, its _BatchedRead or None) each; and
+    the writes made since the last one."""
+
+    def __init__(self):
+        self.runs: list[tuple] = []
+        self.writes: list[tuple] = []  # (buffer, offset, bytes)
+
+    def write(self, buffer: Buffer, offset: int, data: bytes):
+        self.writes.append((buffer, offset, data))
+
+    def add(self, recorders, read):
+        for recorder in recorders:
+            recorder.pinned = True
+        part = None if read is None else _BatchedRead()
+        self.runs.append((recorders, read, self.writes, part))
+        self.writes = []
+        return part
+
+
+class _SharedRead:
+    """A readback awaited by several: the first await starts it, every await gets its bytes."""
+
+    def __init__(self, pending):
+        self._pending = pending
+        self._future = None
+
+    async def data(self) -> memoryview:
+        if self._future is None:
+            self._future = asyncio.ensure_future(self._pending)
+        return await self._future
+
+
+class _BatchedRead:
+    """The awaitable of a batched submit's read: its bytes in the batch's readback."""
+
+    def __init__(self):
+        self.whole: _SharedRead | None = None  # set when the batch is submitted
+        self.start = self.size = 0
+
+    def __await__(self):
+        return self._bytes().__await__()
+
+    async def _bytes(self) -> memoryview:
+        if self.whole is None:
+            raise GPUError("a batched submit's read was awaited before its batch ended, or the batch failed")
+        data = await self.whole.data()
+        return data[self.start : self.start + self.size]
+
+
 class Recorder:
     """A list of dispatches and copies, recorded in Python and submitted whole, as often
     as wanted: a graph records its schedule once and submits the same list every token.
@@ -408,23 +574,38 @@ class Recorder:
         # convert again before the next submit.
         self.backend_form = None
         self.replaced: list[int] = []
+        # Submitted in an open batch (Device.batched_submits), which encodes it at its end:
+        # changing it before then would change what the earlier submit runs.
+        self.pinned = False
 
     def dispatch(self, pipeline: Pipeline, bind_group: BindGroup, x: int, y: int = 1, z: int = 1):
         check_grid(pipeline.label, x, y, z)
+        if self.pinned:
+            self._refuse_change()
         self.commands.append((self.DISPATCH, pipeline, bind_group, x, y, z))
         self.backend_form = None
 
     def copy(self, src: Buffer, dst: Buffer, size: int, src_offset: int = 0, dst_offset: int = 0):
+        if self.pinned:
+            self._refuse_change()
         self.commands.append((self.COPY, src, src_offset, dst, dst_offset, size))
         self.backend_form = None
 
     def extend(self, commands):
+        if self.pinned:
+            self._refuse_change()
         self.commands.extend(commands)
         self.backend_form = None
+
+    @staticmethod
+    def _refuse_change():
+        raise GPUError("a recorder submitted in an open batch of submits cannot change before the batch ends")
 
     def replace(self, start: int, commands):
         """Overwrite as many commands as given from index `start` on (a schedule's op
         whose commands changed their arguments only)."""
+        if self.pinned:
+            self._refuse_change()
         end = start + len(commands)
         if end > len(self.commands):
             raise GPUError(f"replacing commands [{start}, {end}) of a list of {len(self.commands)}")

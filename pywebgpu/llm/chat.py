@@ -4,13 +4,14 @@ The KV cache holds the tokens of the conversation so far; a new turn prefills on
 its prompt adds after the longest prefix already in the cache (past turns are not
 prefilled again), then decodes one token per program call.
 
-Decoding runs ahead: the next RUN_AHEAD_STEPS steps are submitted, each taking its input
-token on the GPU from the step before's pick (its top 1, or when sampling the token drawn
-from its top k on the GPU, at a uniform the host drew; a repetition penalty's window of
-recent tokens grows on the GPU too), before the host waits for this step's readback, so
-the GPU does not idle through the round trip. A step submitted past the end of the reply
-(EOS, a stop string, cancel) only writes the cache past what `_cached_tokens` records,
-which later turns overwrite.
+Decoding runs ahead: further steps are submitted, each taking its input token on the GPU
+from the step before's pick (its top 1, or when sampling the token drawn from its top k on
+the GPU, at a uniform the host drew; a repetition penalty's window of recent tokens grows
+on the GPU too), before the host waits for this step's readback, so the GPU does not idle
+through the round trip. They are submitted in blocks of the model's decode_block_steps
+(one submission and readback for several tokens, on GPUs), at least RUN_AHEAD_STEPS
+ahead. A step submitted past the end of the reply (EOS, a stop string, cancel) only
+writes the cache past what `_cached_tokens` records, which later turns overwrite.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class ChatSession:
         drawn_on_gpu = not sampling.greedy
         draw = sampler.draw if drawn_on_gpu else lambda: None
         k, penalty = sampling.candidates_needed, sampling.repetition_penalty
+        block = model.decode_block_steps
 
         # A call the host feeds: to_feed at its position; the penalty's window, the
         # tokens fed (TopK keeps the last PENALIZED_MAX of them).
@@ -99,11 +101,13 @@ class ChatSession:
         try:
             while True:
                 next_position = len(fed) + len(to_feed)  # where `step`'s token goes
-                while len(ahead) < RUN_AHEAD_STEPS:
+                while len(ahead) < max(RUN_AHEAD_STEPS, block):
                     position = next_position + len(ahead)
-                    if position + 1 >= model.max_context or stats["decode_tokens"] + len(ahead) + 1 >= max_tokens:
+                    # Steps whose token could still be in the reply (within the context and max_tokens).
+                    count = min(block, model.max_context - 1 - position, max_tokens - 1 - stats["decode_tokens"] - len(ahead))
+                    if count <= 0:
                         break
-                    ahead.append(model.start_next_step(position, k, draw(), penalty))
+                    ahead.extend(model.start_next_steps(position, k, [draw() for _ in range(count)], penalty))
                 candidates = await step
                 fed.extend(to_feed)
                 token = sampler.drawn(candidates) if drawn_on_gpu else sampler.pick(candidates)

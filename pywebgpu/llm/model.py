@@ -79,6 +79,12 @@ def _byte_length(data) -> int:
     return data.byteLength if hasattr(data, "byteLength") else len(data)
 
 
+# Decode steps a chat submits together on a GPU (start_next_steps): one submission, JS call
+# and readback for this many tokens. On a CPU adapter (SwiftShader) a step takes tens of
+# milliseconds and its host time is lost in them: one step a submission there.
+DECODE_BLOCK_STEPS = 4
+
+
 class LanguageModel:
     def __init__(self, graph, tokenizer: Tokenizer, manifest: dict):
         self.graph = graph
@@ -90,6 +96,7 @@ class LanguageModel:
         self.vocab_size = geometry["vocab_size"]
         self.eos_ids = frozenset(token["id"] for token in manifest["special_tokens"]["eos"])
         self.chat_template = ChatTemplate.from_template_string(manifest.get("chat_template"))
+        self.decode_block_steps = 1 if graph.device.adapter.is_fallback else DECODE_BLOCK_STEPS
 
     @classmethod
     async def load(
@@ -151,3 +158,15 @@ class LanguageModel:
             raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
         inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
         return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, token_from_last_run=True, draw=draw)
+
+    def start_next_steps(self, position: int, k: int, draws: list, penalty: float = 1.0) -> list:
+        """start_next_step at `position` and the positions after it, one step per item of
+        `draws` (a Draw, or None for the top 1), each taking the token of the one before
+        on the GPU, all in one submission with one readback (Device.batched_submits).
+        Returns each step's awaitable, as start_next_step does."""
+        if position + len(draws) > self.max_context:
+            raise ValueError(f"{position + len(draws)} tokens exceed the model's context of {self.max_context}")
+        if len(draws) == 1:  # a batch of one would only add its own bookkeeping
+            return [self.start_next_step(position, k, draws[0], penalty)]
+        with self.graph.device.batched_submits():
+            return [self.start_next_step(position + i, k, draw, penalty) for i, draw in enumerate(draws)]

@@ -553,7 +553,8 @@ class GraphRuntime:
         """The graph's schedule: a recorder of every op's commands, re-recording the ops
         resized since the last call. An op whose commands changed but not their number
         (a copy at the position: KV-cache rows on CPU adapters) is patched into the
-        schedule in place; any other change rebuilds it."""
+        schedule in place, unless the schedule waits in an open batch of submits
+        (Device.batched_submits); any other change rebuilds it."""
         rebuild = self._schedule is None
         try:
             for index in self._to_record:
@@ -563,7 +564,7 @@ class GraphRuntime:
                 if new == old:
                     continue
                 self._op_commands[index] = new
-                if rebuild or len(new) != len(old):
+                if rebuild or len(new) != len(old) or self._schedule.pinned:
                     rebuild = True
                 else:
                     self._schedule.replace(self._op_starts[index], new)

@@ -223,4 +223,19 @@ CASES = [
         dynamic_shapes=({1: Dim("seq", min=1, max=5)}, None),
         stateful=True,
     ),
+    # The runs as one batch of submits: each decode step's copy at its position patches the
+    # schedule the step before waits in, so the runtime records a new one; the values
+    # written (the inputs) are copied in-stream before each run.
+    OpCase(
+        "update-cache-batched",
+        CacheUpdate(10, 2, 6),
+        (r(1, 2, 2, 6), torch.tensor([0])),
+        more_runs=[
+            *((r(1, 1, 2, 6, seed=seed), torch.tensor([seed + 1])) for seed in (1, 2, 3)),
+            (r(1, 3, 2, 6, seed=4), torch.tensor([5])),
+        ],
+        dynamic_shapes=({1: Dim("seq", min=1, max=5)}, None),
+        stateful=True,
+        batched=True,
+    ),
 ]
