@@ -39,8 +39,9 @@ KEPT_WRITE_LISTS = 16
 # Uint8Array; or null/undefined), then encodes and submits whole command lists, all in
 # one call from Python: a Python→JS call costs microseconds, and a decode step makes
 # three per dispatch otherwise. Commands:
-# [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass) and
-# [1, src, srcOffset, dst, dstOffset, size] (copy). `timer` is null or [querySet, buffer]:
+# [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass),
+# [1, src, srcOffset, dst, dstOffset, size] (copy) and [2] (submit what is encoded so far,
+# go on in a new command buffer). `timer` is null or [querySet, buffer]:
 # the first pass's beginning and the last pass's end are written there (see GPUTimer).
 # With a `staging` buffer (else null), the same command buffer copies `readSize` bytes at
 # `readOffset` of `readSrc` into it, and its mapping promise is returned. (Plain
@@ -53,7 +54,7 @@ _ENCODE_AND_SUBMIT_JS = """
     }
   }
   if (lists.length === 0 && staging == null) return null;
-  const encoder = device.createCommandEncoder();
+  let encoder = device.createCommandEncoder();
   let last = -1;
   if (timer != null) {
     let inPass = false;
@@ -81,7 +82,12 @@ _ENCODE_AND_SUBMIT_JS = """
       pass.dispatchWorkgroups(c[3], c[4], c[5]);
     } else {
       if (pass !== null) { pass.end(); pass = null; }
-      encoder.copyBufferToBuffer(c[1], c[2], c[3], c[4], c[5]);
+      if (c[0] === 1) {
+        encoder.copyBufferToBuffer(c[1], c[2], c[3], c[4], c[5]);
+      } else {
+        device.queue.submit([encoder.finish()]);
+        encoder = device.createCommandEncoder();
+      }
     }
   }
   if (pass !== null) pass.end();
@@ -298,5 +304,7 @@ def _js_command(command):
     if command[0] == Recorder.DISPATCH:
         kind, pipeline, bind_group, x, y, z = command
         return (kind, pipeline.handle, bind_group.handle, x, y, z)
+    if command[0] == Recorder.SUBMIT:
+        return command
     kind, src, src_offset, dst, dst_offset, size = command
     return (kind, src.handle, src_offset, dst.handle, dst_offset, size)

@@ -159,23 +159,30 @@ class NativeDevice(Device):
                     compute_pass.dispatch_workgroups(x, y, z)
                     label = pipeline.label
                 else:
-                    _, src, src_offset, dst, dst_offset, size = command
                     if compute_pass is not None:
                         compute_pass.end()
                         compute_pass = None
-                    encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
+                    if command[0] == Recorder.COPY:
+                        _, src, src_offset, dst, dst_offset, size = command
+                        encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
+                    else:
+                        self._submit_encoder(encoder, label, None)
+                        encoder = self.raw.create_command_encoder()
         if compute_pass is not None:
             compute_pass.end()
         if timer:
             encoder.resolve_query_set(timer.query_set, 0, 2, timer.resolved.handle, 0)
         finish = None if read is None else self._read_back(encoder, read)
+        self._submit_encoder(encoder, label, read)
+        return finish
+
+    def _submit_encoder(self, encoder, label, read):
         try:
             self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
             if not label and read is not None:
                 raise GPUError(f"reading buffer {read[0].label!r}: {error}") from None
             raise GPUError(f"submitting work (last kernel {label!r}): {error}") from None
-        return finish
 
     async def _raw_synchronize(self):
         # A readback waits for all earlier submissions. (wgpu 0.32's
@@ -186,7 +193,7 @@ class NativeDevice(Device):
 
 
 def _count_passes(recorders) -> int:
-    """Compute passes the recorders' commands make: runs of dispatches between copies."""
+    """Compute passes the recorders' commands make: runs of dispatches between other commands."""
     passes, in_pass = 0, False
     for recorder in recorders:
         for command in recorder.commands:

@@ -328,8 +328,9 @@ class Device:
 
     @contextlib.contextmanager
     def batched_submits(self):
-        """Make the submits inside one submission: one command buffer, whose reads come
-        back in one readback, each submit's awaitable still giving its own bytes. A write
+        """Make the submits inside one submission: one call that submits a command buffer
+        per submit (the GPU starts on the first while the next are converted), whose reads
+        come back in one readback, each submit's awaitable still giving its own bytes. A write
         made between two of them is copied on the GPU just before the later one's
         commands (from bytes uploaded with the batch), so that each submit sees the
         writes made before it, as if submitted alone. For work the host prepares faster
@@ -367,7 +368,9 @@ class Device:
         upload = self._batch_upload = self._batch_buffer(self._batch_upload, upload_size, "batch.upload")
         gather = self._batch_gather = self._batch_buffer(self._batch_gather, gather_size, "batch.gather")
         lists, copies, uploaded, at, gathered = [], [], [], 0, 0
-        for recorders, read, writes, part in batch.runs:
+        for number, (recorders, read, writes, part) in enumerate(batch.runs):
+            if number:
+                copies.append((Recorder.SUBMIT,))  # each run a command buffer of its own
             for buffer, offset, data in writes:
                 copies.append((Recorder.COPY, upload, at, buffer, offset, len(data)))
                 uploaded.append(data)
@@ -561,11 +564,13 @@ class Recorder:
 
     Consecutive dispatches share one compute pass (WebGPU orders their storage accesses);
     a copy ends the pass. `commands` holds (DISPATCH, pipeline, bind group, x, y, z) and
-    (COPY, src, src offset, dst, dst offset, size) tuples.
+    (COPY, src, src offset, dst, dst offset, size) tuples, and (SUBMIT,): the commands
+    before it go to the GPU as a command buffer of their own, the rest in the next.
     """
 
     DISPATCH = 0
     COPY = 1
+    SUBMIT = 2
 
     def __init__(self):
         self.commands: list[tuple] = []
