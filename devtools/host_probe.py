@@ -3,13 +3,15 @@ of the way: the one JS call that encodes and submits a call is replaced by a JS 
 what is timed is pywebgpu's Python (inputs, resizes, recording, the submit's arguments) on
 this machine's CPU, not SwiftShader running the calls on the same cores.
 
-    .venv/bin/python -m devtools.host_probe [--steps N] [--kernel-set gpu|cpu]
+    .venv/bin/python -m devtools.host_probe [--steps N] [--block N] [--kernel-set gpu|cpu]
     .venv/bin/python -m devtools.host_probe --shape-changes [--rounds N] [--prompt TOKENS]
 
 Decode steps (the default) are reported in ms per step (means: `time.perf_counter` ticks
 in 5 µs steps in a page): back to back (warm caches), and after a 1 ms sleep, as a decode
 step always follows an await (cold caches), with the share of the big sections then (each
-wrapped, which adds a little).
+wrapped, which adds a little). With --block N, the steps are submitted N at a time as one
+(LanguageModel.start_next_steps, as ChatSession does on GPUs), and a block's time is
+shared out over its steps.
 
 With --shape-changes, the calls of a chat whose input shape changes, in rounds: a prompt
 of --prompt tokens after a decode step, a decode step after it, a decode step after that
@@ -78,7 +80,7 @@ def time_sections(model, sections):
     timed(model.graph.device, "submit", "device.submit (Python)")
 
 
-async def measure(model_url, steps, kernel_set):
+async def measure(model_url, steps, kernel_set, block):
     registry.FORCE_KERNEL_SET = kernel_set
     model = await LanguageModel.load(model_url)
     position = 16
@@ -90,8 +92,8 @@ async def measure(model_url, steps, kernel_set):
 
     def step(i):
         started = time.perf_counter()
-        model.start_next_step(position + i % 256)
-        return time.perf_counter() - started
+        model.start_next_steps(position + (i * block) % 256, 1, [None] * block)
+        return (time.perf_counter() - started) / block
 
     result = {"back_to_back": sum(step(i) for i in range(steps)) / steps}
     total = 0.0
@@ -104,7 +106,7 @@ async def measure(model_url, steps, kernel_set):
     for i in range(steps):
         await asyncio.sleep(0.001)
         step(i)
-    result["sections_after_await"] = {label: seconds / steps for label, seconds in sections.items()}
+    result["sections_after_await"] = {label: seconds / (steps * block) for label, seconds in sections.items()}
     return result
 
 
@@ -156,6 +158,7 @@ async def measure_shape_changes(model_url, rounds, kernel_set, prompt_tokens):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.host_probe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=400, help="decode steps timed per measurement (default 400)")
+    parser.add_argument("--block", type=int, default=1, help="decode steps submitted as one (default 1)")
     parser.add_argument("--kernel-set", choices=["cpu", "gpu"], default="gpu", help="the kernels whose calls are timed (default gpu)")
     parser.add_argument("--shape-changes", action="store_true", help="time the calls of a chat whose input shape changes")
     parser.add_argument("--rounds", type=int, default=15, help="with --shape-changes: rounds of calls (default 15)")
@@ -176,7 +179,7 @@ def main(argv=None) -> int:
             if args.shape_changes:
                 result = python.call("_host_probe", "measure_shape_changes", MODEL_URL, args.rounds, args.kernel_set, args.prompt)
             else:
-                result = python.call("_host_probe", "measure", MODEL_URL, args.steps, args.kernel_set)
+                result = python.call("_host_probe", "measure", MODEL_URL, args.steps, args.kernel_set, args.block)
         finally:
             browser.close()
     if args.shape_changes:
@@ -188,7 +191,7 @@ def main(argv=None) -> int:
                 parts = ", ".join(f"{label} {1000 * seconds:.2f}" for label, seconds in medians.items() if label != "total")
                 print(f"    {kind}: {1000 * medians['total']:.2f} ({parts})")
     else:
-        print(f"Python host time of a decode step in Pyodide, JS call stubbed ({args.kernel_set} kernels, {args.steps} steps):")
+        print(f"Python host time of a decode step in Pyodide, JS call stubbed ({args.kernel_set} kernels, {args.steps} steps, blocks of {args.block}):")
         print(f"  back to back: {1000 * result['back_to_back']:.3f} ms")
         print(f"  after a 1 ms sleep: {1000 * result['after_await']:.3f} ms, of which (wrapped):")
         for label, seconds in result["sections_after_await"].items():

@@ -100,7 +100,8 @@ async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=Non
             with device.batched_submits():
                 for draw in steps[start : start + block]:
                     placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
-                    pending.append(graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw)))
+                    step = graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw))
+                    pending.append(step)
                     at += 1
         for step in pending:
             drawn.append(await step)
