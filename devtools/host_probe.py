@@ -32,6 +32,7 @@ import argparse
 import json
 from pathlib import Path
 
+from . import model_bench
 from .browser import PythonPage, launch_chromium
 from .bundle import WEB, build_web_bundle
 from .server import WebServer
@@ -43,6 +44,7 @@ MODEL_URL = "/models/smollm2-135m-instruct-4w.json"
 PAGE_SOURCE = r'''
 import asyncio, time
 from pyodide.code import run_js
+from _model_bench import python_loop_ms
 from pywebgpu.llm import LanguageModel
 from pywebgpu.ops import registry
 from pywebgpu.runtime import graph as graph_module
@@ -95,7 +97,7 @@ async def measure(model_url, steps, kernel_set, block):
         model.start_next_steps(position + (i * block) % 256, 1, [None] * block)
         return (time.perf_counter() - started) / block
 
-    result = {"back_to_back": sum(step(i) for i in range(steps)) / steps}
+    result = {"python_loop_ms": python_loop_ms(), "back_to_back": sum(step(i) for i in range(steps)) / steps}
     total = 0.0
     for i in range(steps):
         await asyncio.sleep(0.001)
@@ -175,6 +177,7 @@ def main(argv=None) -> int:
             page = browser.new_context().new_page()
             page.goto(server.url + "/e2e/harness.html")
             python = PythonPage(page)
+            python.load_module("_model_bench", Path(model_bench.__file__).read_text())
             python.load_module("_host_probe", PAGE_SOURCE)
             if args.shape_changes:
                 result = python.call("_host_probe", "measure_shape_changes", MODEL_URL, args.rounds, args.kernel_set, args.prompt)
@@ -192,6 +195,7 @@ def main(argv=None) -> int:
                 print(f"    {kind}: {1000 * medians['total']:.2f} ({parts})")
     else:
         print(f"Python host time of a decode step in Pyodide, JS call stubbed ({args.kernel_set} kernels, {args.steps} steps, blocks of {args.block}):")
+        print(f"  (the Python reference loop, model_bench.python_loop_ms: {result['python_loop_ms']:.2f} ms)")
         print(f"  back to back: {1000 * result['back_to_back']:.3f} ms")
         print(f"  after a 1 ms sleep: {1000 * result['after_await']:.3f} ms, of which (wrapped):")
         for label, seconds in result["sections_after_await"].items():
