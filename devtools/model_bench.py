@@ -112,6 +112,45 @@ class _SubmitClock:
         return _dispatches(*self._recorders)
 
 
+class _HostSections:
+    """Opt-in (--host-sections): the seconds spent in the big sections of the calls that
+    submit decode steps, each section's function wrapped (which adds a little to the host
+    time measured): setting inputs, resizing, recording, preparing the top-k, `submit`
+    and ending a batch of submits (which holds the JS call, timed on its own by
+    _SubmitClock)."""
+
+    def __init__(self, model):
+        self.seconds: dict[str, float] = {}
+        graph = model.graph
+        for owner, name, label in (
+            (graph, "set_inputs", "set inputs"),
+            (graph, "propagate_resize", "resize"),
+            (graph, "record", "record"),
+            (graph._top_k, "prepare", "top-k prepare"),
+            (graph.device, "submit", "submit"),
+            (graph.device, "_submit_batch", "batch end (its JS call included)"),
+        ):
+            self._wrap(owner, name, label)
+
+    def _wrap(self, owner, name, label):
+        call = getattr(owner, name)
+        seconds = self.seconds
+
+        def timed(*args, **kwargs):
+            started = _now()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + _now() - started
+
+        setattr(owner, name, timed)
+
+    def take(self) -> dict:
+        taken = dict(self.seconds)
+        self.seconds.clear()
+        return taken
+
+
 def python_loop_ms() -> float:
     """The fastest of five runs of a fixed piece of pure Python (dict, list and attribute
     work, as a decode step's), in ms: how fast this interpreter runs where it runs, to set
@@ -155,7 +194,9 @@ def chat_sampling(temperature: float, penalty: float = 1.0) -> SamplingParams:
     return SamplingParams(temperature=temperature, top_k=40, top_p=0.95, repetition_penalty=penalty, seed=0)
 
 
-async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=(), block=1):
+async def _decode(
+    model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=(), block=1, sections=None
+):
     """`count` decode steps from `position`, as ChatSession decodes: the steps run
     `run_ahead` (or a block) ahead of the host, submitted `block` at a time as one (each takes its
     token on the GPU from the step before: the top 1, or with a `temperature` the token
@@ -163,13 +204,16 @@ async def _decode(model, first_token, position, count, clock, run_ahead=RUN_AHEA
     tokens of `window`, which ends with `first_token`). Returns (tokens, wall s for all,
     host s per submitted step, of which per step (s in submits, s in JS calls and s of the
     JS functions' own runs, or None and None), dispatches of the last step); a block's
-    figures are shared out evenly over its steps."""
+    figures are shared out evenly over its steps. `sections` (a _HostSections) is taken
+    after the first call: it then holds the steps' alone."""
     sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
     k = sampling.candidates_needed
     tokens, hosts, submits = [], [], []
     started = _now()
     steps = deque([model.start_next_token_candidates([first_token], position, k, penalty, window, draw())])
+    if sections is not None:
+        sections.take()
     submitted = 1
     ahead = max(run_ahead, block) if block > 1 else run_ahead  # ChatSession keeps a block ahead
     while steps or submitted < count:  # ahead 0: each step submitted after the last's readback
@@ -257,7 +301,7 @@ class Measurement:
 
     def __init__(
         self, model, prompt_tokens, prefill_lengths, decode_contexts, decode_tokens, log=print, run_ahead=None, temperature=0.0, penalty=1.0,
-        prompt_shapes="new", decode_block=None,
+        prompt_shapes="new", decode_block=None, host_sections=False,
     ):  # fmt: skip
         if decode_tokens < 2:
             raise ValueError("decoding needs at least 2 tokens per measurement (the first has no step before it)")
@@ -278,6 +322,9 @@ class Measurement:
             raise ValueError(f"prompt_shapes is 'new' or 'kept', not {prompt_shapes!r}")
         self.prompt_shapes = prompt_shapes
         self.clock = _SubmitClock(model.graph.device)
+        # After the clock: its wrappers are then inside these, as in the host time.
+        self.sections = _HostSections(model) if host_sections else None
+        self._sections = {context: [] for context in decode_contexts}  # per round {label: ms per token}
         self._prefill_walls = {length: [] for length in prefill_lengths}
         self._prefill_hosts = {length: [] for length in prefill_lengths}
         # (tok/s, host ms, submit ms, its JS call's ms, its JS run's ms; None and None
@@ -330,8 +377,13 @@ class Measurement:
             window = self.prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
             generated, seconds, hosts, submits, dispatches = await _decode(
                 self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window,
-                self.decode_block,
+                self.decode_block, self.sections,
             )
+            if self.sections is not None:
+                steps = self.decode_tokens - 1
+                self._sections[context].append({label: 1000 * total / steps for label, total in self.sections.take().items()})
+                parts = ", ".join(f"{label} {ms:.3f}" for label, ms in self._sections[context][-1].items())
+                self.log(f"pywebgpu decode @{context}: host sections, ms per token: {parts} (round {number})")
             continuation = [first] + generated
             if self._continuations.setdefault(context, continuation) != continuation and self.temperature == 0:
                 raise RuntimeError(f"greedy decoding after {context} tokens gave other tokens in round {number} than in the first")
@@ -386,6 +438,12 @@ class Measurement:
                 "js_body_ms_per_token": median(run[4] for run in runs) if all(run[4] is not None for run in runs) else None,
                 "gpu_ms_per_token": gpu_ms,
                 "dispatches_per_token": self._dispatches[context],
+                # With host_sections: per section, the median over the rounds of its ms per
+                # decode step (its calls' total over the steps after the first call).
+                "host_sections_ms_per_token": (
+                    {label: median(run.get(label, 0.0) for run in self._sections[context]) for label in self._sections[context][0]}
+                    if self._sections[context] else None
+                ),
                 "runs_tokens_per_s": [run[0] for run in runs],
                 "greedy_continuation": self._continuations[context],
             }
@@ -419,6 +477,7 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
         config.get("repetition_penalty", 1.0),
         config.get("prompt_shapes", "new"),
         config.get("decode_block"),
+        config.get("host_sections", False),
     )
     await measurement.start()
     measurement.result["load_s"] = load_s
