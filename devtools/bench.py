@@ -240,7 +240,7 @@ def add_measure_options(parser: argparse.ArgumentParser):
     parser.add_argument("--contexts", default="128,1024", help="prompt lengths decoded after (default 128,1024)")
     parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="force pywebgpu's kernels for CPU adapters or for GPUs (default: by adapter)")
     parser.add_argument("--run-ahead", type=int, help="decode steps pywebgpu submits ahead of the host (default: as ChatSession, RUN_AHEAD_STEPS)")
-    parser.add_argument("--decode-block", type=int, help="decode steps pywebgpu submits as one (default: as ChatSession, the model's decode_block_steps)")
+    parser.add_argument("--decode-block", type=int, help="decode steps pywebgpu submits as one (default: as ChatSession, the model's decode_block_steps once tokens come faster than chat.BLOCK_MAX_TOKEN_S each, else 1)")
     parser.add_argument("--host-sections", action="store_true", help="also time the big sections of the calls that submit decode steps (each wrapped, which adds a little to the host time)")
     parser.add_argument("--temperature", type=float, default=0.0, help="pywebgpu decodes sampling at this temperature as the chat demo does (top-k 40, top-p 0.95; default 0: greedy)")
     parser.add_argument("--repetition-penalty", type=float, default=1.0, help="pywebgpu decodes with this repetition penalty (default 1: none)")

@@ -22,7 +22,7 @@ from statistics import median
 
 from pywebgpu.gpu import Recorder
 from pywebgpu.llm import Sampler, SamplingParams
-from pywebgpu.llm.chat import RUN_AHEAD_STEPS
+from pywebgpu.llm.chat import RUN_AHEAD_STEPS, decode_block
 from pywebgpu.ops.topk import PENALIZED_MAX
 from pywebgpu.runtime import HostTensor
 
@@ -195,10 +195,11 @@ def chat_sampling(temperature: float, penalty: float = 1.0) -> SamplingParams:
 
 
 async def _decode(
-    model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=(), block=1, sections=None
+    model, first_token, position, count, clock, run_ahead=RUN_AHEAD_STEPS, temperature=0.0, penalty=1.0, window=(), block=None, sections=None
 ):
     """`count` decode steps from `position`, as ChatSession decodes: the steps run
-    `run_ahead` (or a block) ahead of the host, submitted `block` at a time as one (each takes its
+    `run_ahead` (or a block) ahead of the host, submitted `block` at a time as one (None:
+    as ChatSession, chat.decode_block's choice from the tokens so far; each takes its
     token on the GPU from the step before: the top 1, or with a `temperature` the token
     drawn from the top k there, chat_sampling's; a repetition `penalty` starts from the
     tokens of `window`, which ends with `first_token`). Returns (tokens, wall s for all,
@@ -215,10 +216,12 @@ async def _decode(
     if sections is not None:
         sections.take()
     submitted = 1
-    ahead = max(run_ahead, block) if block > 1 else run_ahead  # ChatSession keeps a block ahead
-    while steps or submitted < count:  # ahead 0: each step submitted after the last's readback
-        while submitted < count and len(steps) <= ahead:
-            n = min(block, count - submitted)
+    first_arrival = None
+    while steps or submitted < count:
+        size = block or (decode_block(model, len(tokens), _now() - first_arrival) if tokens else 1)
+        ahead = max(run_ahead, size) if size > 1 else run_ahead  # ChatSession keeps a block ahead
+        while submitted < count and len(steps) <= ahead:  # ahead 0: each step after the last's readback
+            n = min(size, count - submitted)
             draws = [draw() for _ in range(n)]
             clock.take()
             submitting = _now()
@@ -230,6 +233,8 @@ async def _decode(
             submits += [(seconds / n, None if js_seconds is None else js_seconds / n, None if body is None else body / n)] * n
             submitted += n
         tokens.append((await steps.popleft())[0][1])
+        if first_arrival is None:
+            first_arrival = _now()
     return tokens, _now() - started, hosts, submits, clock.dispatches
 
 
@@ -315,7 +320,7 @@ class Measurement:
         self.decode_tokens = decode_tokens
         self.log = log
         self.run_ahead = RUN_AHEAD_STEPS if run_ahead is None else run_ahead
-        self.decode_block = model.decode_block_steps if decode_block is None else decode_block
+        self.decode_block = decode_block  # None: as ChatSession
         self.temperature = temperature
         self.penalty = penalty
         if prompt_shapes not in ("new", "kept"):
@@ -349,7 +354,9 @@ class Measurement:
             "gpu_memory_bytes": device.allocated_bytes,
             "dispatches_per_prefill_call": prefill_dispatches,
             "decode_run_ahead_steps": self.run_ahead,
+            # None: as ChatSession, in blocks of the model's once tokens come fast (chat.decode_block).
             "decode_block_steps": self.decode_block,
+            "model_decode_block_steps": self.model.decode_block_steps,
             "decode_temperature": self.temperature,
             "decode_repetition_penalty": self.penalty,
             "prompt_shapes": self.prompt_shapes,

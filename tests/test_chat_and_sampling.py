@@ -5,11 +5,13 @@ import collections
 import importlib.util
 import math
 import os
+import types
 
 import jinja2
 import pytest
 
 from pywebgpu.llm import ChatTemplate, Sampler, SamplingParams
+from pywebgpu.llm.chat import BLOCK_MAX_TOKEN_S, decode_block
 
 # Meta-Llama-3-8B-Instruct's chat template.
 LLAMA3_TEMPLATE = (
@@ -99,3 +101,15 @@ def test_top_k_and_top_p_cut_the_tail():
 def test_bad_sampling_parameters_are_refused(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
+
+
+def test_decode_steps_go_in_blocks_only_while_tokens_come_fast():
+    model = types.SimpleNamespace(decode_block_steps=4)
+    fast, slow = BLOCK_MAX_TOKEN_S / 2, BLOCK_MAX_TOKEN_S * 2
+    assert decode_block(model, 1, 0.0) == 1  # no token's time known yet
+    assert decode_block(model, 2, fast) == 1  # one interval: not yet judged
+    assert decode_block(model, 3, 2 * fast) == 4
+    assert decode_block(model, 40, 39 * fast) == 4
+    assert decode_block(model, 3, 2 * slow) == 1
+    assert decode_block(model, 40, 39 * slow) == 1
+    assert decode_block(types.SimpleNamespace(decode_block_steps=1), 40, 39 * fast) == 1  # a CPU adapter's

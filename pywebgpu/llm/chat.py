@@ -8,9 +8,9 @@ Decoding runs ahead: further steps are submitted, each taking its input token on
 from the step before's pick (its top 1, or when sampling the token drawn from its top k on
 the GPU, at a uniform the host drew; a repetition penalty's window of recent tokens grows
 on the GPU too), before the host waits for this step's readback, so the GPU does not idle
-through the round trip. They are submitted in blocks of the model's decode_block_steps
-(one submission and readback for several tokens, on GPUs), at least RUN_AHEAD_STEPS
-ahead. A step submitted past the end of the reply (EOS, a stop string, cancel) only
+through the round trip. Once the reply's tokens come fast (decode_block), they are
+submitted in blocks of the model's decode_block_steps (one submission and readback for
+several tokens, on GPUs), at least RUN_AHEAD_STEPS ahead. A step submitted past the end of the reply (EOS, a stop string, cancel) only
 writes the cache past what `_cached_tokens` records, which later turns overwrite.
 """
 
@@ -30,6 +30,21 @@ from .tokenizer import StreamDecoder
 RUN_AHEAD_STEPS = 2
 
 
+# Decode steps go in blocks once a reply's tokens come faster than this each: there the
+# host's time per submission is a large share of a token's. Slower, a block would only
+# make tokens arrive in bursts, and waste more steps past the end of a reply.
+BLOCK_MAX_TOKEN_S = 0.005
+
+
+def decode_block(model, tokens: int, seconds: float, max_token_s: float = BLOCK_MAX_TOKEN_S) -> int:
+    """Decode steps to submit as one after `tokens` tokens of a reply came in `seconds`
+    (from the first's arrival to now): the model's decode_block_steps while, from the third
+    token on, they come faster than `max_token_s` each; else 1."""
+    if tokens >= 3 and seconds < max_token_s * (tokens - 1):
+        return model.decode_block_steps
+    return 1
+
+
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -47,6 +62,7 @@ class ChatSession:
         self._cached_tokens: list[int] = []  # what the KV cache holds, position by position
         self._cancelled = False
         self.stats: dict = {}
+        self.block_max_token_s = BLOCK_MAX_TOKEN_S  # see decode_block
 
     def reset(self):
         """A new chat: history cleared; the cache is simply overwritten from position 0."""
@@ -89,7 +105,7 @@ class ChatSession:
         drawn_on_gpu = not sampling.greedy
         draw = sampler.draw if drawn_on_gpu else lambda: None
         k, penalty = sampling.candidates_needed, sampling.repetition_penalty
-        block = model.decode_block_steps
+        block = 1
 
         # A call the host feeds: to_feed at its position; the penalty's window, the
         # tokens fed (TopK keeps the last PENALIZED_MAX of them).
@@ -132,6 +148,7 @@ class ChatSession:
                 if self._cancelled:
                     stats["stop_reason"] = "cancelled"
                     break
+                block = decode_block(model, stats["decode_tokens"], time.perf_counter() - decode_started, self.block_max_token_s)
                 if stats["decode_tokens"] >= max_tokens:
                     break
                 if len(fed) + 1 >= model.max_context:
