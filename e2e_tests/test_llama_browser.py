@@ -37,7 +37,7 @@ def run_and_check(python_page, file_name, traces):
     page and check it (check_run); returns the answers, in the order of `traces`."""
     (python_page.server.files_dir / file_name).write_bytes(next(iter(traces.values())).pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, []] for kernel_set, trace in traces.items()]
+    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, [], False] for kernel_set, trace in traces.items()]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
