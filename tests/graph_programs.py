@@ -52,10 +52,11 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
                     reads.append([(t.sizes, t.nbytes, device.submit(read=(t.buffer, 0, (t.nbytes + 3) & ~3))) for t in graph.outputs])
             for outputs in reads:
                 results.append([[list(sizes), bytes((await pending)[:nbytes])] for sizes, nbytes, pending in outputs])
-        for inputs in [] if batched else runs:
-            resized.append([])
-            outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
-            results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+        else:
+            for inputs in runs:
+                resized.append([])
+                outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
+                results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
         ran = registry.kernel_set_for(device)
         ran_with = sorted(device.features)
     finally:
