@@ -44,7 +44,7 @@ MODEL_URL = "/models/smollm2-135m-instruct-4w.json"
 PAGE_SOURCE = r'''
 import asyncio, time
 from pyodide.code import run_js
-from _model_bench import python_loop_ms
+from _model_bench import HostSections, python_loop_ms
 from pywebgpu.llm import LanguageModel
 from pywebgpu.ops import registry
 from pywebgpu.runtime import graph as graph_module
@@ -59,27 +59,6 @@ def stub_gpu(model):
     device._take_staging = lambda size, create: staging
     device._finish_read = lambda finish: None
     graph._top_k.picks = lambda pending, k: None
-
-
-def time_sections(model, sections):
-    """Wrap the big sections of a call; each adds its seconds to sections[label]."""
-
-    def timed(owner, name, label):
-        call = getattr(owner, name)
-
-        def wrapper(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                sections[label] = sections.get(label, 0.0) + time.perf_counter() - started
-
-        setattr(owner, name, wrapper)
-
-    timed(model.graph, "set_inputs", "set inputs")
-    timed(model.graph, "propagate_resize", "resize")
-    timed(model.graph, "record", "record")
-    timed(model.graph.device, "submit", "device.submit (Python)")
 
 
 async def measure(model_url, steps, kernel_set, block):
@@ -103,12 +82,11 @@ async def measure(model_url, steps, kernel_set, block):
         await asyncio.sleep(0.001)
         total += step(i)
     result["after_await"] = total / steps
-    sections = {}
-    time_sections(model, sections)
+    sections = HostSections(model)
     for i in range(steps):
         await asyncio.sleep(0.001)
         step(i)
-    result["sections_after_await"] = {label: seconds / (steps * block) for label, seconds in sections.items()}
+    result["sections_after_await"] = {label: seconds / (steps * block) for label, seconds in sections.take().items()}
     return result
 
 
@@ -118,18 +96,17 @@ async def measure_shape_changes(model_url, rounds, kernel_set, prompt_tokens):
     await model.next_token_candidates(list(range(1, prompt_tokens + 1)), 0, k=1)
     await model.start_next_step(prompt_tokens)
     stub_gpu(model)
-    sections = {}
-    time_sections(model, sections)
+    sections = HostSections(model)
 
     def median(values):
         return sorted(values)[len(values) // 2]
 
     async def timed_call(kind, call, times):
         await asyncio.sleep(0.001)
-        sections.clear()
+        sections.take()
         started = time.perf_counter()
         call()
-        times.setdefault(kind, []).append({"total": time.perf_counter() - started, **sections})
+        times.setdefault(kind, []).append({"total": time.perf_counter() - started, **sections.take()})
 
     prompt = list(range(1, prompt_tokens + 1))
     settings = {graph_module.KEPT_SHAPES: {}, 0: {}}  # kept shapes → kind → timings

@@ -112,12 +112,12 @@ class _SubmitClock:
         return _dispatches(*self._recorders)
 
 
-class _HostSections:
-    """Opt-in (--host-sections): the seconds spent in the big sections of the calls that
-    submit decode steps, each section's function wrapped (which adds a little to the host
-    time measured): setting inputs, resizing, recording, preparing the top-k, `submit`
-    and ending a batch of submits (which holds the JS call, timed on its own by
-    _SubmitClock)."""
+class HostSections:
+    """The seconds spent in the big sections of a model's calls since the last take(),
+    each section's function wrapped (which adds a little to the host time measured):
+    setting inputs, resizing, recording, preparing the top-k, `submit` and ending a
+    batch of submits (which holds the JS call, timed on its own by _SubmitClock). The
+    benchmark's --host-sections, and devtools.host_probe's sections."""
 
     def __init__(self, model):
         self.seconds: dict[str, float] = {}
@@ -205,7 +205,7 @@ async def _decode(
     tokens of `window`, which ends with `first_token`). Returns (tokens, wall s for all,
     host s per submitted step, of which per step (s in submits, s in JS calls and s of the
     JS functions' own runs, or None and None), dispatches of the last step); a block's
-    figures are shared out evenly over its steps. `sections` (a _HostSections) is taken
+    figures are shared out evenly over its steps. `sections` (a HostSections) is taken
     after the first call: it then holds the steps' alone."""
     sampling = chat_sampling(temperature, penalty)
     draw = Sampler(sampling).draw if temperature > 0 else lambda: None
@@ -328,7 +328,7 @@ class Measurement:
         self.prompt_shapes = prompt_shapes
         self.clock = _SubmitClock(model.graph.device)
         # After the clock: its wrappers are then inside these, as in the host time.
-        self.sections = _HostSections(model) if host_sections else None
+        self.sections = HostSections(model) if host_sections else None
         self._sections = {context: [] for context in decode_contexts}  # per round {label: ms per token}
         self._prefill_walls = {length: [] for length in prefill_lengths}
         self._prefill_hosts = {length: [] for length in prefill_lengths}
