@@ -19,6 +19,7 @@ from .device import (
     Recorder,
     ShaderError,
     _as_bytes_view,
+    _byte_range,
 )
 
 # Small writes from Python (parameters, positions: a few dozen of tens of bytes per decode
@@ -238,8 +239,7 @@ class BrowserDevice(Device):
             if self._held_bytes + size > HELD_DATA_CAPACITY:
                 self._hand_over_writes()
             start = self._held_bytes
-            whole = type(data) is bytes and data_offset == 0 and size == len(data)
-            self._held_data[start : start + size] = data if whole else _as_bytes_view(data)[data_offset : data_offset + size]
+            self._held_data[start : start + size] = _byte_range(data, data_offset, size)
             self._held_writes += (buffer, buffer_offset, start, size)
             self._held_bytes = start + size
             return

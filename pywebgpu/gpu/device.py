@@ -123,6 +123,14 @@ def _as_bytes_view(data) -> memoryview:
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
+def _byte_range(data, offset: int, size: int):
+    """Bytes [offset, offset + size) of a buffer-protocol object: a whole `bytes` as it is
+    (the common small write: parameters, positions), else a view of the range."""
+    if type(data) is bytes and offset == 0 and size == len(data):
+        return data
+    return _as_bytes_view(data)[offset : offset + size]
+
+
 @dataclass
 class AdapterSummary:
     backend: str  # "browser" or "native"
@@ -218,8 +226,7 @@ class Device:
         if batch is not None and batch.runs:  # a write between batched runs: copied in-stream
             if js_length is not None:
                 raise GPUError(f"write to buffer {buffer.label!r}: JS data cannot be written between batched submits")
-            whole = type(data) is bytes and data_offset == 0 and size == total
-            batch.write(buffer, buffer_offset, data if whole else bytes(_as_bytes_view(data)[data_offset : data_offset + size]))
+            batch.write(buffer, buffer_offset, bytes(_byte_range(data, data_offset, size)))
             return
         self._raw_write_buffer(buffer, buffer_offset, data, data_offset, size)
 
