@@ -361,3 +361,41 @@ def test_language_model_refuses_a_damaged_file(python_page, bundled_model, trunc
     python_page.load_module("load_check", LOAD_CHECK_SOURCE)
     error = python_page.call("load_check", "load_error", f"/models/{bundled_model.name}", f"/models/{pte_file}", truncate_to, flip_byte)
     assert error is not None and error[0] == "ModelFileError" and detail in error[1], error
+
+
+# LanguageModel.load's download of a .pte (no pte_data given): the body read in JS into one
+# buffer, with progress reports.
+READ_CHECK_SOURCE = """
+import hashlib
+from pywebgpu.llm import model
+
+async def read_report(pte_url, size):
+    reports = []
+    data = await model._read_model_bytes(pte_url, size, lambda received, expected: reports.append([received, expected]))
+    return [data.byteLength, hashlib.sha256(data.to_bytes()).hexdigest(), reports]
+
+async def read_error(pte_url, size):
+    try:
+        await model._read_model_bytes(pte_url, size, None)
+    except Exception as error:
+        return [type(error).__name__, str(error)]
+"""
+
+
+def test_model_download_is_whole_with_progress(python_page, bundled_model):
+    """The bytes read are the file's (its manifest's sha256, from the export), reported as
+    they arrive: increasing, at most every hundredth of the size, the last one the whole."""
+    expected = json.loads(bundled_model.read_text())["pte"]
+    python_page.load_module("read_check", READ_CHECK_SOURCE)
+    size, sha256, reports = python_page.call("read_check", "read_report", f"/models/{expected['file']}", expected["bytes"])
+    assert (size, sha256) == (expected["bytes"], expected["sha256"])
+    received = [r for r, _ in reports]
+    assert received == sorted(set(received)) and reports[-1] == [size, size]
+    assert all(e == size for _, e in reports) and 2 <= len(reports) <= 101
+
+
+def test_model_download_larger_than_its_manifest_says_is_refused(python_page, bundled_model):
+    expected = json.loads(bundled_model.read_text())["pte"]
+    python_page.load_module("read_check", READ_CHECK_SOURCE)
+    error = python_page.call("read_check", "read_error", f"/models/{expected['file']}", expected["bytes"] - 1)
+    assert error == ["ModelFileError", f"/models/{expected['file']} is larger than the {expected['bytes'] - 1} bytes its manifest says"]

@@ -40,28 +40,53 @@ async def _read_text(location: str) -> str:
         return file.read()
 
 
+# Reads a response's body into one ArrayBuffer of the expected size: the loop over its
+# chunks runs in JS (a Python loop crossed into JS several times a chunk: ~1,200 chunks
+# for a 0.8 GB .pte, 1.41-1.45 s against 1.22-1.25 s, headless Chromium on 2 cores).
+# `onProgress(received, expected)` at most every hundredth of the size and at the end;
+# undefined (Python's None; JS null arrives as pyodide.ffi.jsnull) for a body larger than
+# expected.
+_READ_BODY_JS = """async (response, expectedSize, onProgress) => {
+  const reader = response.body.getReader();
+  const data = new Uint8Array(expectedSize);
+  let received = 0, reported = 0;
+  for (;;) {
+    const {done, value} = await reader.read();
+    if (done) break;
+    if (received + value.length > expectedSize) {
+      await reader.cancel();
+      return undefined;
+    }
+    data.set(value, received);
+    received += value.length;
+    if (onProgress && received - reported >= expectedSize / 100) {
+      reported = received;
+      onProgress(received, expectedSize);
+    }
+  }
+  if (onProgress && reported !== received) onProgress(received, expectedSize);
+  return received === expectedSize ? data.buffer : data.buffer.slice(0, received);
+}"""
+
+
 async def _read_model_bytes(location: str, expected_size: int, on_progress):
     """The .pte: a JS ArrayBuffer in the browser (streamed, with progress), bytes natively."""
     if not IN_BROWSER:
         with open(location, "rb") as file:
             return file.read()
-    import js
+    from pyodide.code import run_js
+    from pyodide.ffi import create_proxy
 
     response = await _fetch(location)
-    reader = response.body.getReader()
-    data = js.Uint8Array.new(expected_size)
-    received = 0
-    while True:
-        chunk = await reader.read()
-        if chunk.done:
-            break
-        if received + chunk.value.length > expected_size:
-            raise ModelFileError(f"{location} is larger than the {expected_size} bytes its manifest says")
-        data.set(chunk.value, received)
-        received += chunk.value.length
-        if on_progress:
-            on_progress(received, expected_size)
-    return data.buffer if received == expected_size else data.buffer.slice(0, received)
+    progress = create_proxy(on_progress) if on_progress else None
+    try:
+        data = await run_js(_READ_BODY_JS)(response, expected_size, progress)
+    finally:
+        if progress is not None:
+            progress.destroy()
+    if data is None:
+        raise ModelFileError(f"{location} is larger than the {expected_size} bytes its manifest says")
+    return data
 
 
 async def _sha256_hex(data) -> str:
