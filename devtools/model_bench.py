@@ -151,6 +151,56 @@ class HostSections:
         return taken
 
 
+class LoadPhases:
+    """The seconds of LanguageModel.load's phases, while the context is open (each phase's
+    function wrapped, then put back): the .pte's download, its sha256, the device's
+    request, the graph's build (its pipelines compiled, its buffers made and constants
+    uploaded) and the top-k's; `take(total)` adds what is left of `total` (manifest,
+    tokenizer, the .pte's parsing and the graph's fusion) as "other"."""
+
+    PHASES = (
+        ("pywebgpu.llm.model", "_read_model_bytes", "download"),
+        ("pywebgpu.llm.model", "_sha256_hex", "sha256"),
+        ("pywebgpu.llm.model", "request_device", "device request"),
+        ("pywebgpu.runtime.graph", "GraphRuntime.build", "graph build"),
+        ("pywebgpu.runtime.graph", "GraphRuntime.build_top_k", "top-k build"),
+    )
+
+    def __enter__(self):
+        import importlib
+
+        self.seconds: dict[str, float] = {}
+        self._originals = []
+        for module_name, path, label in self.PHASES:
+            owner = importlib.import_module(module_name)
+            *owners, name = path.split(".")
+            for part in owners:
+                owner = getattr(owner, part)
+            call = getattr(owner, name)
+            self._originals.append((owner, name, call))
+            setattr(owner, name, self._timed(call, label))
+        return self
+
+    def _timed(self, call, label):
+        seconds = self.seconds
+
+        async def timed(*args, **kwargs):
+            started = _now()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + _now() - started
+
+        return timed
+
+    def __exit__(self, *exc):
+        for owner, name, call in self._originals:
+            setattr(owner, name, call)
+
+    def take(self, total: float) -> dict:
+        return {**self.seconds, "other": total - sum(self.seconds.values())}
+
+
 def python_loop_ms() -> float:
     """The fastest of five runs of a fixed piece of pure Python (dict, list and attribute
     work, as a decode step's), in ms: how fast this interpreter runs where it runs, to set
@@ -468,10 +518,16 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
 
     registry.FORCE_KERNEL_SET = config.get("kernel_set")
 
-    started = _now()
-    model = await LanguageModel.load(manifest_location, pte_data=pte_data)
-    load_s = _now() - started
-    log(f"pywebgpu: model loaded in {load_s:.1f} s on {model.graph.device.adapter.description}")
+    with LoadPhases() as phases:
+        started = _now()
+        model = await LanguageModel.load(manifest_location, pte_data=pte_data)
+        load_s = _now() - started
+    load_phases = phases.take(load_s)
+    log(
+        f"pywebgpu: model loaded in {load_s:.1f} s on {model.graph.device.adapter.description} ("
+        + ", ".join(f"{label} {seconds:.2f}" for label, seconds in load_phases.items())
+        + " s)"
+    )
     measurement = Measurement(
         model,
         config["prompt_tokens"],
@@ -488,6 +544,7 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
     )
     await measurement.start()
     measurement.result["load_s"] = load_s
+    measurement.result["load_phases_s"] = load_phases
     return measurement
 
 
