@@ -46,6 +46,7 @@ from __future__ import annotations
 import array
 import math
 import struct
+from functools import cache
 from weakref import WeakKeyDictionary
 
 from ..gpu import STORAGE_USAGE, linear_grid
@@ -97,6 +98,13 @@ WHOLE_ROW_MAX_KEYS = 1024
 TILED_PAIRS = 32
 TILED_MAX_HEAD_DIM = 128  # sdpa_tiled.wgsl's staged blocks: 32 keys up to head dim 64, 16 past it
 TILED_MIN_ROWS = 64
+
+
+@cache
+def tiled_source() -> str:
+    """sdpa_tiled.wgsl's module (one string object: Device.compute_pipeline keys its cache
+    by the source)."""
+    return QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
 
 
 def cpu_quad_heads(q_heads: int, kv_heads: int) -> int:
@@ -270,9 +278,8 @@ class CausalAttention(OpHandler):
             0: self.out, 2: q, 3: k, 4: v, 5: self.k_cache, 6: self.v_cache, 7: self.params, 8: self.position, 9: table,
             10: self.position,
         }  # fmt: skip
-        source = QUAD_DIRECTIVES + load_wgsl("sdpa") + load_wgsl("sdpa_tiled")
         device = self.graph.device
-        pipeline = await device.compute_pipeline(source, label=f"sdpa_tiled#{self.index}", entry_point="tiled", constants=constants)
+        pipeline = await device.compute_pipeline(tiled_source(), label=f"sdpa_tiled#{self.index}", entry_point="tiled", constants=constants)
         return pipeline, device.bind_group(pipeline, {i: getattr(b, "buffer", b) for i, b in buffers.items()})
 
     async def build_attention(self, q, k, v):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numbers
 import struct
+from functools import cache
 
 from ..gpu import STORAGE_USAGE, linear_grid
 from ..kernels import QUAD_DIRECTIVES, load_wgsl
@@ -136,8 +137,10 @@ def gemm_plan(m: int, n: int, k: int) -> tuple[str, int]:
     return "gemm", k_splits(gemm_tiles(m, n), k, GEMM_TILE_K, GEMM_MIN_SPLIT_STEPS)
 
 
+@cache
 def linear_source(subgroups: bool) -> str:
-    """The WGSL module of the linears' kernels for an adapter with or without subgroups."""
+    """The WGSL module of the linears' kernels for an adapter with or without subgroups
+    (one string object each: Device.compute_pipeline keys its cache by the source)."""
     if subgroups:
         return QUAD_DIRECTIVES + load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_quads")
     return load_wgsl("linear_q4gsw") + load_wgsl("linear_q4gsw_no_quads")
