@@ -2,6 +2,7 @@
 inputs that do not fit the exported bounds."""
 
 import asyncio
+import json
 
 import pytest
 import torch
@@ -144,3 +145,15 @@ def test_index_out_of_range_is_refused_when_only_the_indices_change():
 
     with pytest.raises(OpError, match=r"aten\.index\.Tensor: index 7 out of range for dim 0 of size 7"):
         asyncio.run(main())
+
+
+def test_manifest_without_a_tokenizer_is_refused_before_the_download(tmp_path):
+    """The manifest is checked before the .pte is read: here the .pte does not exist, and
+    the error names what the manifest lacks."""
+    from pywebgpu.llm import LanguageModel
+    from pywebgpu.llm.model import ModelFileError
+
+    manifest = tmp_path / "model.json"
+    manifest.write_text(json.dumps({"pte": {"file": "absent.pte", "bytes": 8, "sha256": "0" * 64}}))
+    with pytest.raises(ModelFileError, match="the model's manifest names no tokenizer"):
+        asyncio.run(LanguageModel.load(str(manifest)))

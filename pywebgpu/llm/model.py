@@ -135,6 +135,8 @@ class LanguageModel:
         ~0.3 s of its load on a 2-core machine)."""
         manifest = json.loads(await _read_text(manifest_location))
         expected = manifest["pte"]
+        if not manifest.get("tokenizer"):  # before the .pte's download, not after it
+            raise ModelFileError("the model's manifest names no tokenizer")
         check_sha256 = pte_data is None or not sha256_checked
         if pte_data is None:
             pte_data = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected["bytes"], on_progress)
@@ -144,8 +146,6 @@ class LanguageModel:
             )
         if check_sha256 and await _sha256_hex(pte_data) != expected["sha256"]:
             raise ModelFileError("the model file's sha256 does not match its manifest: the file is damaged")
-        if not manifest.get("tokenizer"):
-            raise ModelFileError("the model's manifest names no tokenizer")
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
         graph = await load(device or await request_device(), pte_data)
         await graph.build_top_k()
