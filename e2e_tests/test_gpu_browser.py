@@ -66,6 +66,13 @@ def test_out_of_range_write_is_refused(programs):
     assert "overflows buffer 'small'" in programs.call("gpu_programs", "write_out_of_range")
 
 
+@pytest.mark.parametrize("from_js", [False, True], ids=["python-bytes", "js-buffer"])
+def test_write_buffer_ranges_writes_each_range_in_order(programs, from_js):
+    written, error = programs.call("gpu_programs", "write_ranges", from_js)
+    assert written == gpu_programs.expected_write_ranges()
+    assert error == "write to buffer 'ranges': range [1020, 1028) is outside the 1024-byte source"
+
+
 def test_fetched_array_buffer_goes_straight_to_the_gpu(python_page):
     """Weights path: fetch() → JS ArrayBuffer → writeBuffer with byte offsets, no Python copy."""
     data = torch.arange(1024, dtype=torch.float32)

@@ -145,6 +145,40 @@ async def write_out_of_range():
     return ""
 
 
+# Device.write_buffer_ranges' ranges (buffer offset, data offset, size) over a 1 KiB
+# source, the last overwriting part of the first: applied in order.
+WRITE_RANGES = [(0, 400, 64), (128, 4, 32), (64, 512, 16), (256, 0, 0), (0, 800, 8)]
+WRITE_RANGES_SOURCE = bytes(range(256)) * 4
+
+
+async def write_ranges(from_js: bool):
+    """WRITE_RANGES written from WRITE_RANGES_SOURCE (Python bytes, or in the page a JS
+    ArrayBuffer) into a zeroed 256-byte buffer; returns [its bytes as hex, the error for a
+    range outside the source]."""
+    d = await device()
+    source = WRITE_RANGES_SOURCE
+    if from_js:
+        from pyodide.ffi import to_js
+
+        source = to_js(memoryview(WRITE_RANGES_SOURCE)).buffer
+    buffer = d.create_buffer_with_data(bytes(256), label="ranges")
+    d.write_buffer_ranges(buffer, source, WRITE_RANGES)
+    written = bytes(await d.read_buffer(buffer)).hex()
+    try:
+        d.write_buffer_ranges(buffer, source, [(0, 0, 4), (4, 1020, 8)])
+    except GPUError as error:
+        return [written, str(error)]
+    return [written, ""]
+
+
+def expected_write_ranges() -> str:
+    """What write_ranges should read back, applied on the host."""
+    expected = bytearray(256)
+    for buffer_offset, data_offset, size in WRITE_RANGES:
+        expected[buffer_offset : buffer_offset + size] = WRITE_RANGES_SOURCE[data_offset : data_offset + size]
+    return bytes(expected).hex()
+
+
 async def synchronize_after_work():
     """synchronize() returns once submitted work is done; the result is then readable."""
     d = await device()

@@ -67,6 +67,12 @@ def test_out_of_range_write_is_refused():
     assert "overflows buffer 'small'" in message
 
 
+def test_write_buffer_ranges_writes_each_range_in_order():
+    written, error = run(gpu_programs.write_ranges(False))
+    assert written == gpu_programs.expected_write_ranges()
+    assert error == "write to buffer 'ranges': range [1020, 1028) is outside the 1024-byte source"
+
+
 def check_gpu_timer(result, features):
     """Timed submits: GPU time positive, within the wall time around it, and eight fills
     (over two passes) take longer than one. Without timestamp queries: a clear error."""

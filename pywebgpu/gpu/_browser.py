@@ -100,6 +100,15 @@ _ENCODE_AND_SUBMIT_JS = """
 """
 
 
+# Device.write_buffer_ranges from a JS buffer: `ranges` holds [buffer offset, data
+# offset, size, ...]; one call from Python for all of them.
+_WRITE_RANGES_JS = """
+(queue, buffer, data, ranges) => {
+  for (let i = 0; i < ranges.length; i += 3) queue.writeBuffer(buffer, ranges[i], data, ranges[i + 1], ranges[i + 2]);
+}
+"""
+
+
 # Python's own byte containers, ruled out before asking whether data is a JS object:
 # isinstance against JsProxy runs Python code in Pyodide (its metaclass's
 # __instancecheck__), and a decode step's small writes ask it twice each.
@@ -109,6 +118,14 @@ _PYTHON_BYTES = (bytes, bytearray, memoryview, array.array)
 def _is_js(data) -> bool:
     """Whether `data` is a JS object (an ArrayBuffer or typed array), not Python bytes."""
     return not isinstance(data, _PYTHON_BYTES) and isinstance(data, JsProxy)
+
+
+def _byte_view(data):
+    """A Uint8Array over a JS ArrayBuffer or typed array: writeBuffer counts a typed
+    array's offsets in its elements, a byte view's in bytes. No copy through Python."""
+    if not hasattr(data, "byteOffset"):
+        return js.Uint8Array.new(data)
+    return js.Uint8Array.new(data.buffer, data.byteOffset, data.byteLength)
 
 
 def _js(value):
@@ -153,6 +170,7 @@ class BrowserDevice(Device):
         self._on_error = create_proxy(lambda event: self._uncaptured_error(str(event.error.message)))
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
+        self._write_ranges = run_js(_WRITE_RANGES_JS)
         self._held_writes: list = []  # [Buffer, offset, start in _held_data, size, ...]
         self._held_data = bytearray(HELD_DATA_CAPACITY)
         self._held_data_js = js.Uint8Array.new(HELD_DATA_CAPACITY)
@@ -245,16 +263,17 @@ class BrowserDevice(Device):
             return
         self._hand_over_writes()
         if from_js:
-            # For typed arrays writeBuffer counts offsets in elements; a byte view of the
-            # same memory keeps every offset in bytes. No copy through Python either way.
-            if not hasattr(data, "byteOffset"):
-                data = js.Uint8Array.new(data)
-            else:
-                data = js.Uint8Array.new(data.buffer, data.byteOffset, data.byteLength)
-            self._queue.writeBuffer(buffer.handle, buffer_offset, data, data_offset, size)
+            self._queue.writeBuffer(buffer.handle, buffer_offset, _byte_view(data), data_offset, size)
         else:
             view = _as_bytes_view(data)[data_offset : data_offset + size]
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
+
+    def _raw_write_buffer_ranges(self, buffer, data, ranges):
+        if type(data) is bytes or not _is_js(data):
+            super()._raw_write_buffer_ranges(buffer, data, ranges)
+            return
+        self._hand_over_writes()
+        self._write_ranges(self._queue, buffer.handle, _byte_view(data), to_js([n for r in ranges for n in r]))
 
     def _raw_destroy_buffer(self, buffer):
         self._hand_over_writes()

@@ -423,14 +423,13 @@ class LinearQ4gswConcat(LinearQ4gsw):
         bias = device.create_buffer(self.n * 4, STORAGE_USAGE, label=f"{label}.bias") if self.bias is not None else None
         first_output = 0
         for linear in linears:
-            graph.write_constant(weights, linear.weights, first_output * row_bytes, 0, linear.n * row_bytes)
-            # Scales are [groups, N padded]: one row of each group at a time.
-            for group in range(self.k // self.group_size):
-                graph.write_constant(
-                    scales, linear.scales, (group * self.scale_stride + first_output) * 4, group * linear.scale_stride * 4, linear.n * 4
-                )
+            graph.write_constant(weights, linear.weights, [(first_output * row_bytes, 0, linear.n * row_bytes)])
+            # Scales are [groups, N padded]: each group's row of this linear's.
+            groups = range(self.k // self.group_size)
+            rows = [((g * self.scale_stride + first_output) * 4, g * linear.scale_stride * 4, linear.n * 4) for g in groups]
+            graph.write_constant(scales, linear.scales, rows)
             if bias is not None:
-                graph.write_constant(bias, linear.bias, first_output * 4, 0, linear.n * 4)
+                graph.write_constant(bias, linear.bias, [(first_output * 4, 0, linear.n * 4)])
             first_output += linear.n
         return weights, scales, bias
 

@@ -315,17 +315,21 @@ class GraphRuntime:
                 f"{tensor.constant_dtype or tensor.dtype}{list(tensor.max_sizes)} needs {tensor.constant_nbytes}"
             )
 
-    def write_constant(self, buffer, tensor: Tensor, buffer_offset: int, offset: int, size: int):
-        """Queue `size` bytes of constant `tensor`'s data as the ops see it (float32 for an
-        f16 program's), from byte `offset` on, into `buffer` at `buffer_offset` (offsets and
-        size multiples of 4)."""
+    def write_constant(self, buffer, tensor: Tensor, ranges):
+        """Queue bytes of constant `tensor`'s data as the ops see it (float32 for an f16
+        program's) into `buffer`: for each (buffer offset, offset in the tensor, size) of
+        `ranges` (multiples of 4), in one call to the device (Device.write_buffer_ranges)."""
         self._check_constant(tensor)
-        if offset + size > tensor.max_nbytes:
-            raise registry.OpError(f"bytes [{offset}, {offset + size}) are outside constant {tensor.label}")
+        for _, offset, size in ranges:
+            if offset < 0 or offset + size > tensor.max_nbytes:
+                raise registry.OpError(f"bytes [{offset}, {offset + size}) are outside constant {tensor.label}")
         if _widened(tensor):
-            self._widening.copy(self._widened_constant(tensor), buffer, size, src_offset=offset, dst_offset=buffer_offset)
+            image = self._widened_constant(tensor)
+            for buffer_offset, offset, size in ranges:
+                self._widening.copy(image, buffer, size, src_offset=offset, dst_offset=buffer_offset)
             return
-        self.device.write_buffer(buffer, self._data, buffer_offset=buffer_offset, data_offset=tensor.constant.offset + offset, size=size)
+        start = tensor.constant.offset
+        self.device.write_buffer_ranges(buffer, self._data, [(to, start + offset, size) for to, offset, size in ranges])
 
     def _upload_constant(self, tensor: Tensor):
         self._check_constant(tensor)
