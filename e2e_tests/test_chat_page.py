@@ -250,6 +250,35 @@ def test_bad_model_file_gives_a_clear_error(fresh_page, web_server, bundled_mode
     assert not problems.take()
 
 
+@pytest.mark.parametrize(
+    "change, detail",
+    [
+        (
+            lambda m: {"architectures": ["LlamaForCausalLM"], "vocab_size": 49152},
+            'it is not a model manifest of pywebgpu\'s export tools (its "format" is null, not "pywebgpu.llama-export")',
+        ),
+        (lambda m: {**m, "format_version": 2}, "it is format version 2, and this page reads version 1"),
+        (lambda m: {**m, "pte": {**m["pte"], "bytes": "90 MB"}}, '"pte.bytes" must be a positive integer, not "90 MB"'),
+        (lambda m: {**m, "model": {k: v for k, v in m["model"].items() if k != "dim"}}, 'it has no "model.dim"'),
+    ],
+    ids=["not-a-manifest", "newer-version", "bad-size", "no-dim"],
+)
+def test_bad_manifest_is_named_before_any_download(request, fresh_page, web_server, bundled_model, change, detail):
+    """The page checks the manifest's fields it reads: the error names the field, and
+    neither the .pte nor the worker is fetched."""
+    name = f"manifest-{request.node.callspec.id}.json"
+    (web_server.files_dir / name).write_text(json.dumps(change(json.loads(bundled_model.read_text()))))
+    page, problems = fresh_page(f"/index.html?model=/files/{name}")
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    status = page.inner_text("#status")
+    assert f"The model's manifest at {web_server.url}/files/{name} cannot be used: {detail}." in status, status
+    assert not [url for url in requests if url.endswith((".pte", "chat-worker.mjs"))]
+    assert not problems.take()
+
+
 # Each script runs before the page's own: it takes WebGPU (or part of it) away.
 NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });"
 NO_ADAPTER = "GPU.prototype.requestAdapter = async () => null;"

@@ -54,7 +54,8 @@ build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
         -> EagerLlama
     The module export_llama would lower, without lowering it (seconds, not a minute).
 
-Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1):
+Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1; both in
+pywebgpu.llm.manifest, whose parse_manifest checks what LanguageModel.load reads):
   pte: {file, bytes, sha256}
   model: {dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, norm_eps,
           rope_theta, rope_scaling (null or {type "llama3", factor, high_freq_factor,

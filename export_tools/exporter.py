@@ -25,13 +25,13 @@ from typing import Any, Optional, Union
 import torch
 from tqdm import tqdm
 
+from pywebgpu.llm import manifest as manifest_format
+
 from .errors import ExportError, ExportWarning
 from .params import LlamaParams
 from .sources import LoadedModel, ModelSource, TokenizerInfo
 
 QMODES = ("4w", "8da4w", "fp32")
-MANIFEST_FORMAT = "pywebgpu.llama-export"
-MANIFEST_VERSION = 1
 # ExecuTorch traces with a 3-token prompt and bounds the dynamic length at max_seq_len - 1.
 MIN_MAX_SEQ_LEN = 4
 
@@ -388,8 +388,8 @@ def _write_manifest(
         tokenizer_path.write_text(tokenizer.tokenizer_json, encoding="utf-8")
         tokenizer_entry = {"file": tokenizer_path.name, "add_bos": _adds_bos(tokenizer)}
     manifest = {
-        "format": MANIFEST_FORMAT,
-        "format_version": MANIFEST_VERSION,
+        "format": manifest_format.FORMAT,
+        "format_version": manifest_format.VERSION,
         "pte": {"file": pte_path.name, "bytes": pte_path.stat().st_size, "sha256": _sha256(pte_path)},
         "model": {
             **params.manifest_dict(),

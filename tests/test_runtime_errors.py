@@ -147,13 +147,74 @@ def test_index_out_of_range_is_refused_when_only_the_indices_change():
         asyncio.run(main())
 
 
-def test_manifest_without_a_tokenizer_is_refused_before_the_download(tmp_path):
-    """The manifest is checked before the .pte is read: here the .pte does not exist, and
-    the error names what the manifest lacks."""
-    from pywebgpu.llm import LanguageModel
-    from pywebgpu.llm.model import ModelFileError
+# A manifest as export_tools writes it (fields LanguageModel reads), for a .pte that does
+# not exist: every refusal below comes from the manifest's check, before the .pte is read.
+VALID_MANIFEST = {
+    "format": "pywebgpu.llama-export",
+    "format_version": 1,
+    "pte": {"file": "absent.pte", "bytes": 8, "sha256": "0" * 64},
+    "model": {"vocab_size": 100, "max_prefill_tokens": 31, "max_context_len": 64},
+    "tokenizer": {"file": "absent.tokenizer.json", "add_bos": False},
+    "special_tokens": {"bos": None, "eos": [{"id": 2, "text": "</s>"}]},
+    "chat_template": None,
+}
 
-    manifest = tmp_path / "model.json"
-    manifest.write_text(json.dumps({"pte": {"file": "absent.pte", "bytes": 8, "sha256": "0" * 64}}))
-    with pytest.raises(ModelFileError, match="the model's manifest names no tokenizer"):
-        asyncio.run(LanguageModel.load(str(manifest)))
+DELETE = object()
+
+
+def _changed(path: str, value):
+    """VALID_MANIFEST with the field at dotted `path` set to `value` (DELETE: removed)."""
+    manifest = json.loads(json.dumps(VALID_MANIFEST))
+    *parents, key = path.split(".")
+    target = manifest
+    for parent in parents:
+        target = target[parent]
+    if value is DELETE:
+        del target[key]
+    else:
+        target[key] = value
+    return manifest
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        ("{not json", r"the model's manifest .*model\.json is not valid JSON \(Expecting property name"),
+        ({"architectures": ["LlamaForCausalLM"]}, r"model\.json is not a model manifest of pywebgpu's export tools: its 'format' is None"),
+        ([1, 2], r"its 'format' is None, not 'pywebgpu\.llama-export'"),
+        (_changed("format_version", 2), r"is format version 2; this pywebgpu reads version 1"),
+        (_changed("format_version", "1"), r"'format_version' must be a positive integer, not '1'"),
+        (_changed("tokenizer", None), r"the model's manifest .* names no tokenizer"),
+        (_changed("tokenizer.file", ""), r"'tokenizer\.file' must be a file name, not ''"),
+        (_changed("pte", DELETE), r"has no 'pte\.file'"),
+        (_changed("pte.bytes", "8"), r"'pte\.bytes' must be a positive integer, not '8'"),
+        (_changed("pte.bytes", True), r"'pte\.bytes' must be a positive integer, not True"),
+        (_changed("pte.sha256", "ABC"), r"'pte\.sha256' must be 64 lowercase hex digits, not 'ABC'"),
+        (_changed("model.vocab_size", DELETE), r"has no 'model\.vocab_size'"),
+        (_changed("model.max_context_len", 0), r"'model\.max_context_len' must be a positive integer, not 0"),
+        (_changed("special_tokens.eos", []), r"'special_tokens\.eos' must be a list of tokens, not \[\]"),
+        (_changed("special_tokens.eos", [{"id": 100}]), r"'special_tokens\.eos\[0\]\.id' must be a token id below the vocabulary's 100, not 100"),
+        (_changed("special_tokens.eos", [2]), r"'special_tokens\.eos\[0\]\.id' must be a token id .*, not None"),
+        (_changed("chat_template", 7), r"'chat_template' must be a Jinja template string, not 7"),
+    ],
+)
+def test_a_bad_manifest_is_refused_before_the_download(tmp_path, manifest, message):
+    """The manifest is checked before the .pte is read (it does not exist here); the error
+    names the field and what is wrong with it."""
+    from pywebgpu.llm import LanguageModel, ModelFileError
+
+    path = tmp_path / "model.json"
+    path.write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    with pytest.raises(ModelFileError, match=message):
+        asyncio.run(LanguageModel.load(str(path)))
+
+
+def test_a_good_manifest_passes_its_check(tmp_path):
+    """The manifest above passes, so the refusals above are the fields' own: the load goes
+    on to read the .pte, which does not exist."""
+    from pywebgpu.llm import LanguageModel
+
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(VALID_MANIFEST))
+    with pytest.raises(FileNotFoundError, match="absent.pte"):
+        asyncio.run(LanguageModel.load(str(path)))

@@ -19,6 +19,46 @@ export class DownloadError extends Error {
   }
 }
 
+// A manifest that is not one, or lacks what the page reads; the message names the field.
+export class ManifestError extends Error {
+  constructor(manifestUrl, detail) {
+    super(`The model's manifest at ${manifestUrl} cannot be used: ${detail}.`);
+    this.name = "ManifestError";
+  }
+}
+
+const MANIFEST_FORMAT = "pywebgpu.llama-export";
+const MANIFEST_VERSION = 1;
+
+const isPositiveInteger = (v) => Number.isInteger(v) && v > 0;
+// The fields the page reads (the worker's LanguageModel.load checks the ones it reads).
+const MANIFEST_FIELDS = [
+  ["pte.file", (v) => typeof v === "string" && v !== "", "a file name"],
+  ["pte.bytes", isPositiveInteger, "a positive integer"],
+  ["pte.sha256", (v) => typeof v === "string" && /^[0-9a-f]{64}$/.test(v), "64 lowercase hex digits"],
+  ["model.vocab_size", isPositiveInteger, "a positive integer"],
+  ["model.dim", isPositiveInteger, "a positive integer"],
+];
+
+function checkManifest(manifest, manifestUrl) {
+  const fail = (detail) => { throw new ManifestError(manifestUrl, detail); };
+  if (manifest?.format !== MANIFEST_FORMAT) {
+    fail(`it is not a model manifest of pywebgpu's export tools (its "format" is ${JSON.stringify(manifest?.format ?? null)}, not "${MANIFEST_FORMAT}")`);
+  }
+  const version = manifest.format_version;
+  if (!isPositiveInteger(version)) fail(`"format_version" must be a positive integer, not ${JSON.stringify(version ?? null)}`);
+  if (version > MANIFEST_VERSION) fail(`it is format version ${version}, and this page reads version ${MANIFEST_VERSION}`);
+  for (const [path, valid, mustBe] of MANIFEST_FIELDS) {
+    let value = manifest;
+    for (const key of path.split(".")) {
+      if (value === null || typeof value !== "object" || !(key in value)) fail(`it has no "${path}"`);
+      value = value[key];
+    }
+    if (!valid(value)) fail(`"${path}" must be ${mustBe}, not ${JSON.stringify(value)}`);
+  }
+  return manifest;
+}
+
 export async function fetchManifest(manifestUrl) {
   let response;
   try {
@@ -29,11 +69,13 @@ export async function fetchManifest(manifestUrl) {
   if (!response.ok) {
     throw new DownloadError(`Could not download the model's manifest: the server answered HTTP ${response.status} for ${manifestUrl}.`);
   }
+  let manifest;
   try {
-    return await response.json();
+    manifest = await response.json();
   } catch {
-    throw new DownloadError(`The model's manifest at ${manifestUrl} is not valid JSON.`);
+    throw new ManifestError(manifestUrl, "it is not valid JSON");
   }
+  return checkManifest(manifest, manifestUrl);
 }
 
 // The cache key names the expected sha256, so a re-exported model never matches an old entry.

@@ -3,17 +3,13 @@ that feeds tokens at a position and returns the next-token candidates."""
 
 from __future__ import annotations
 
-import json
 from pathlib import PurePosixPath
 
-from ..gpu import IN_BROWSER, Device, GPUError, request_device
+from ..gpu import IN_BROWSER, Device, request_device
 from ..runtime import HostTensor, load
 from .chat_template import ChatTemplate
+from .manifest import ModelFileError, parse_manifest
 from .tokenizer import Tokenizer
-
-
-class ModelFileError(GPUError):
-    """A model file that is missing, truncated or not what its manifest says."""
 
 
 def _sibling(manifest_location: str, name: str) -> str:
@@ -133,10 +129,8 @@ class LanguageModel:
         caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
         it takes from its cache or the network, and hashing the bundled model again took
         ~0.3 s of its load on a 2-core machine)."""
-        manifest = json.loads(await _read_text(manifest_location))
+        manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
-        if not manifest.get("tokenizer"):  # before the .pte's download, not after it
-            raise ModelFileError("the model's manifest names no tokenizer")
         check_sha256 = pte_data is None or not sha256_checked
         if pte_data is None:
             pte_data = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected["bytes"], on_progress)

@@ -1,0 +1,86 @@
+"""The model's manifest: the JSON that export_tools writes beside the .pte (its size and
+sha256, the model's geometry, tokenizer, special tokens and chat template), and the check
+LanguageModel.load makes of it before anything else is downloaded."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..gpu import GPUError
+
+FORMAT = "pywebgpu.llama-export"
+VERSION = 1
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class ModelFileError(GPUError):
+    """A model file that is missing, truncated or not what its manifest says, or a
+    manifest that is not one."""
+
+
+def parse_manifest(text: str, location: str) -> dict:
+    """The manifest at `location` (for messages) from its JSON `text`, with every field
+    LanguageModel reads checked: a wrong file gets an error naming the field, not a
+    KeyError later or a download of a file that cannot be used."""
+    try:
+        manifest = json.loads(text)
+    except ValueError as error:
+        raise ModelFileError(f"the model's manifest {location} is not valid JSON ({error})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise ModelFileError(
+            f"{location} is not a model manifest of pywebgpu's export tools: its 'format' is {found!r}, not {FORMAT!r}"
+        )
+    version = manifest.get("format_version")
+    if not _is_int(version) or version < 1:
+        raise ModelFileError(f"the model's manifest {location}: 'format_version' must be a positive integer, not {version!r}")
+    if version > VERSION:
+        raise ModelFileError(
+            f"the model's manifest {location} is format version {version}; this pywebgpu reads version {VERSION} "
+            "(a newer pywebgpu reads this model)"
+        )
+
+    def field(path: str, valid, must_be: str):
+        value = manifest
+        for key in path.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise ModelFileError(f"the model's manifest {location} has no '{path}'")
+            value = value[key]
+        if not valid(value):
+            raise ModelFileError(f"the model's manifest {location}: '{path}' must be {must_be}, not {value!r}")
+        return value
+
+    if not manifest.get("tokenizer"):
+        raise ModelFileError(f"the model's manifest {location} names no tokenizer")
+    field("tokenizer.file", _is_name, "a file name")
+    field("pte.file", _is_name, "a file name")
+    field("pte.bytes", _is_positive_int, "a positive integer")
+    field("pte.sha256", lambda v: isinstance(v, str) and _SHA256.fullmatch(v), "64 lowercase hex digits")
+    for name in ("vocab_size", "max_prefill_tokens", "max_context_len"):
+        field(f"model.{name}", _is_positive_int, "a positive integer")
+    vocab_size = manifest["model"]["vocab_size"]
+    eos = field("special_tokens.eos", lambda v: isinstance(v, list) and v, "a list of tokens")
+    for index, token in enumerate(eos):
+        token_id = token.get("id") if isinstance(token, dict) else None
+        if not (_is_int(token_id) and 0 <= token_id < vocab_size):
+            raise ModelFileError(
+                f"the model's manifest {location}: 'special_tokens.eos[{index}].id' must be a token id "
+                f"below the vocabulary's {vocab_size}, not {token_id!r}"
+            )
+    if manifest.get("chat_template") is not None:
+        field("chat_template", lambda v: isinstance(v, str), "a Jinja template string")
+    return manifest
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_int(value) -> bool:
+    return _is_int(value) and value > 0
+
+
+def _is_name(value) -> bool:
+    return isinstance(value, str) and bool(value)
