@@ -153,7 +153,8 @@ class HostSections:
 
 class LoadPhases:
     """The seconds of LanguageModel.load's phases, while the context is open (each phase's
-    function wrapped, then put back): the .pte's download, its sha256, the device's
+    function wrapped, then put back): the .pte's download (in the browser with its chunk
+    sha256s' check where the manifest has them), its sha256 (where not), the device's
     request, the graph's build (its pipelines compiled, its buffers made and constants
     uploaded) and the top-k's; `take(total)` adds what is left of `total` (manifest,
     tokenizer, the .pte's parsing and the graph's fusion) as "other"."""

@@ -7,8 +7,8 @@ weightless program times the same as the real one; its tokens are meaningless.
 
     .venv/bin/python -m devtools.weightless llama1b/model.pte OUT_DIR
 
-writes OUT_DIR/<name>.pte.gz, OUT_DIR/<name>.json (the manifest, with the sha256 and
-size of the unpacked file) and the tokenizer file the manifest names. A manifest that names no tokenizer (random-weight
+writes OUT_DIR/<name>.pte.gz, OUT_DIR/<name>.json (the manifest, with the size and
+sha256s of the unpacked file) and the tokenizer file the manifest names. A manifest that names no tokenizer (random-weight
 exports) gets the bundled SmolLM2 tokenizer (copied beside it), special tokens and chat
 template: the benchmark only needs
 prompt token ids, and SmolLM2's are valid ids of any Llama-3 vocabulary.
@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
+import io
 import json
 import shutil
 from pathlib import Path
 
+from pywebgpu.llm.manifest import pte_entry
 from pywebgpu.pte import load_program
 from pywebgpu.pte.reader import TensorValue
 
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
 
     packed = weightless(args.pte.read_bytes())
     manifest = json.loads(args.pte.with_suffix(".json").read_text())
-    manifest["pte"] = {"file": args.pte.name, "bytes": len(packed), "sha256": hashlib.sha256(packed).hexdigest()}
+    manifest["pte"] = pte_entry(args.pte.name, io.BytesIO(packed))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_from = args.pte.parent
     if not manifest.get("tokenizer"):

@@ -8,6 +8,7 @@ slowly, so replies are kept to a few tokens.
 """
 
 import functools
+import hashlib
 import json
 import random
 import time
@@ -217,15 +218,20 @@ def test_damaged_cached_model_is_dropped(chat_page):
     assert not chat_page.evaluate("async (key) => !!(await (await caches.open('pywebgpu-models')).match(key))", damaged_key)
 
 
-def write_bad_model(web_server, name, manifest_path, *, sha256=None, truncate_to=None):
-    """A manifest under /files/ whose .pte is the bundled one with a wrong sha256, or a
-    truncated copy."""
+def write_bad_model(web_server, name, manifest_path, *, sha256=None, wrong_chunk=None, truncate_to=None):
+    """A manifest under /files/ whose .pte is the bundled one with a wrong sha256 (and no
+    chunk sha256s) or with chunk sha256s of which one is wrong, or a truncated copy."""
     manifest = json.loads(manifest_path.read_text())
     pte = manifest_path.with_name(manifest["pte"]["file"])
     manifest["tokenizer"]["file"] = f"../models/{manifest['tokenizer']['file']}"
-    if sha256:
+    if sha256 or wrong_chunk is not None:
+        manifest["pte"] = {key: value for key, value in manifest["pte"].items() if not key.startswith("chunk_")}
         manifest["pte"]["file"] = f"../models/{pte.name}"
+    if sha256:
         manifest["pte"]["sha256"] = sha256
+    if wrong_chunk is not None:
+        manifest["pte"] = pte_entry_with_chunks(manifest_path) | {"file": f"../models/{pte.name}"}
+        manifest["pte"]["chunk_sha256"][wrong_chunk] = "0" * 64
     if truncate_to:
         manifest["pte"]["file"] = f"{name}.pte"
         with pte.open("rb") as file:
@@ -236,11 +242,15 @@ def write_bad_model(web_server, name, manifest_path, *, sha256=None, truncate_to
 
 @pytest.mark.parametrize(
     "damage, detail",
-    [({"sha256": "0" * 64}, "sha256 does not match"), ({"truncate_to": 1 << 20}, "truncated")],
-    ids=["wrong-sha256", "truncated"],
+    [
+        ({"sha256": "0" * 64}, "its sha256 does not match the manifest"),
+        ({"wrong_chunk": 3}, "its sha256 of bytes 12,582,912-16,777,215 does not match the manifest"),
+        ({"truncate_to": 1 << 20}, "truncated"),
+    ],
+    ids=["wrong-sha256", "wrong-chunk-sha256", "truncated"],
 )
-def test_bad_model_file_gives_a_clear_error(fresh_page, web_server, bundled_model, damage, detail):
-    manifest_url = write_bad_model(web_server, f"bad-{detail[:5]}", bundled_model, **damage)
+def test_bad_model_file_gives_a_clear_error(request, fresh_page, web_server, bundled_model, damage, detail):
+    manifest_url = write_bad_model(web_server, f"bad-{request.node.callspec.id}", bundled_model, **damage)
     page, problems = fresh_page(f"/index.html?model={manifest_url}")
     page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
     status = page.inner_text("#status")
@@ -393,38 +403,71 @@ def test_language_model_refuses_a_damaged_file(python_page, bundled_model, trunc
 
 
 # LanguageModel.load's download of a .pte (no pte_data given): the body read in JS into one
-# buffer, with progress reports.
+# buffer, with progress reports, each chunk hashed in a Worker where the manifest has chunk
+# sha256s.
 READ_CHECK_SOURCE = """
 import hashlib
 from pywebgpu.llm import model
 
-async def read_report(pte_url, size):
+async def read_report(pte_url, expected):
     reports = []
-    data = await model._read_model_bytes(pte_url, size, lambda received, expected: reports.append([received, expected]))
-    return [data.byteLength, hashlib.sha256(data.to_bytes()).hexdigest(), reports]
+    data, verified = await model._read_model_bytes(pte_url, expected, lambda received, expected: reports.append([received, expected]))
+    return [data.byteLength, hashlib.sha256(data.to_bytes()).hexdigest(), verified, reports]
 
-async def read_error(pte_url, size):
+async def read_error(pte_url, expected):
     try:
-        await model._read_model_bytes(pte_url, size, None)
+        await model._read_model_bytes(pte_url, expected, None)
     except Exception as error:
         return [type(error).__name__, str(error)]
 """
 
+# Chunks of 4 MiB: the bundled model's 90 MB make 22, the last one shorter.
+TEST_CHUNK_BYTES = 4 << 20
 
-def test_model_download_is_whole_with_progress(python_page, bundled_model):
-    """The bytes read are the file's (its manifest's sha256, from the export), reported as
-    they arrive: increasing, at most every hundredth of the size, the last one the whole."""
+
+def pte_entry_with_chunks(bundled_model):
+    """The manifest's pte entry with chunk sha256s computed here with hashlib (the
+    browser's are WebCrypto's, in a Worker)."""
     expected = json.loads(bundled_model.read_text())["pte"]
+    data = bundled_model.with_name(expected["file"]).read_bytes()
+    chunks = [hashlib.sha256(data[i : i + TEST_CHUNK_BYTES]).hexdigest() for i in range(0, len(data), TEST_CHUNK_BYTES)]
+    return {**expected, "chunk_bytes": TEST_CHUNK_BYTES, "chunk_sha256": chunks}
+
+
+@pytest.mark.parametrize("chunks", [True, False], ids=["chunk-sha256s", "no-chunk-sha256s"])
+def test_model_download_is_whole_with_progress(python_page, bundled_model, chunks):
+    """The bytes read are the file's (its manifest's sha256, from the export), reported as
+    they arrive: increasing, at most every hundredth of the size, the last one the whole;
+    checked on the way where the manifest has chunk sha256s, else left to the caller."""
+    expected = pte_entry_with_chunks(bundled_model)
+    if not chunks:
+        expected = {key: value for key, value in expected.items() if not key.startswith("chunk_")}
     python_page.load_module("read_check", READ_CHECK_SOURCE)
-    size, sha256, reports = python_page.call("read_check", "read_report", f"/models/{expected['file']}", expected["bytes"])
-    assert (size, sha256) == (expected["bytes"], expected["sha256"])
+    size, sha256, verified, reports = python_page.call("read_check", "read_report", f"/models/{expected['file']}", expected)
+    assert (size, sha256, verified) == (expected["bytes"], expected["sha256"], chunks)
     received = [r for r, _ in reports]
     assert received == sorted(set(received)) and reports[-1] == [size, size]
     assert all(e == size for _, e in reports) and 2 <= len(reports) <= 101
 
 
-def test_model_download_larger_than_its_manifest_says_is_refused(python_page, bundled_model):
-    expected = json.loads(bundled_model.read_text())["pte"]
+@pytest.mark.parametrize("damaged_chunk", [0, 5, 21], ids=["first-chunk", "a-middle-chunk", "last-chunk"])
+def test_model_download_with_a_damaged_chunk_is_refused(python_page, web_server, bundled_model, damaged_chunk):
+    """One flipped byte: the error names the chunk's bytes (the last chunk is shorter)."""
+    expected = pte_entry_with_chunks(bundled_model)
+    data = bytearray(bundled_model.with_name(expected["file"]).read_bytes())
+    first = damaged_chunk * TEST_CHUNK_BYTES
+    last = min(first + TEST_CHUNK_BYTES, len(data)) - 1
+    data[(first + last) // 2] ^= 0x10
+    (web_server.files_dir / "damaged-chunk.pte").write_bytes(data)
     python_page.load_module("read_check", READ_CHECK_SOURCE)
-    error = python_page.call("read_check", "read_error", f"/models/{expected['file']}", expected["bytes"] - 1)
+    error = python_page.call("read_check", "read_error", "/files/damaged-chunk.pte", expected)
+    assert error == ["ModelFileError", f"the model file's sha256 of bytes {first:,}-{last:,} does not match its manifest: the file is damaged"]
+
+
+def test_model_download_larger_than_its_manifest_says_is_refused(python_page, bundled_model):
+    """The size check alone (with chunk sha256s, a chunk short of the manifest's last one
+    may be refused as damaged first)."""
+    expected = {k: v for k, v in json.loads(bundled_model.read_text())["pte"].items() if not k.startswith("chunk_")}
+    python_page.load_module("read_check", READ_CHECK_SOURCE)
+    error = python_page.call("read_check", "read_error", f"/models/{expected['file']}", {**expected, "bytes": expected["bytes"] - 1})
     assert error == ["ModelFileError", f"/models/{expected['file']} is larger than the {expected['bytes'] - 1} bytes its manifest says"]

@@ -126,7 +126,8 @@ def _manifest_fields(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def is_current(out_dir) -> bool:
     """Whether out_dir holds this export: manifest with these options, the .pte whose
-    sha256 the manifest records, and the tokenizer file."""
+    sha256 the manifest records (with its chunk sha256s, which exports before them lack),
+    and the tokenizer file."""
     pte = pte_path(out_dir)
     manifest_file = pte.with_suffix(".json")
     if not (pte.is_file() and manifest_file.is_file()):
@@ -139,6 +140,7 @@ def is_current(out_dir) -> bool:
     return (
         _manifest_fields(manifest) == _expected_manifest_fields()
         and manifest.get("pte", {}).get("sha256") == _sha256(pte)
+        and "chunk_sha256" in manifest["pte"]
         and bool(tokenizer.get("file"))
         and (pte.parent / tokenizer["file"]).is_file()
     )

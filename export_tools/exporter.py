@@ -11,7 +11,6 @@ progress, keep the eager module it lowered, and write the file itself (ExecuTorc
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import logging
@@ -365,12 +364,9 @@ def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool, force_fp16: 
         partial_path.replace(pte_path)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _pte_entry(pte_path: Path) -> dict[str, Any]:
+    with open(pte_path, "rb") as file:
+        return manifest_format.pte_entry(pte_path.name, file)
 
 
 def _write_manifest(
@@ -390,7 +386,7 @@ def _write_manifest(
     manifest = {
         "format": manifest_format.FORMAT,
         "format_version": manifest_format.VERSION,
-        "pte": {"file": pte_path.name, "bytes": pte_path.stat().st_size, "sha256": _sha256(pte_path)},
+        "pte": _pte_entry(pte_path),
         "model": {
             **params.manifest_dict(),
             "max_seq_len": options.max_seq_len,

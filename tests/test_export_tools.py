@@ -440,7 +440,11 @@ def test_random_export_writes_pte_and_manifest(request, export_name, op):
     manifest = json.loads(result.manifest_path.read_text())
     assert manifest == result.manifest
     assert result.manifest_path == result.pte_path.with_suffix(".json")
-    assert manifest["pte"] == {"file": result.pte_path.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    chunk = 16 << 20
+    assert manifest["pte"] == {
+        "file": result.pte_path.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+        "chunk_bytes": chunk, "chunk_sha256": [hashlib.sha256(data[i : i + chunk]).hexdigest() for i in range(0, len(data), chunk)],
+    }  # fmt: skip
     assert manifest["model"] == {
         "dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16, "ffn_dim": 128,
         "vocab_size": 512, "norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,

@@ -190,6 +190,13 @@ def _changed(path: str, value):
         (_changed("pte.bytes", "8"), r"'pte\.bytes' must be a positive integer, not '8'"),
         (_changed("pte.bytes", True), r"'pte\.bytes' must be a positive integer, not True"),
         (_changed("pte.sha256", "ABC"), r"'pte\.sha256' must be 64 lowercase hex digits, not 'ABC'"),
+        (_changed("pte.chunk_sha256", ["0" * 64]), r"has no 'pte\.chunk_bytes'"),
+        (_changed("pte.chunk_bytes", 4), r"has no 'pte\.chunk_sha256'"),
+        (
+            _changed("pte", {**VALID_MANIFEST["pte"], "chunk_bytes": 4, "chunk_sha256": ["0" * 64]}),
+            r"'pte\.chunk_sha256' must be a list of 2 sha256s \(64 lowercase hex digits each\), one per 4 bytes of the \.pte, not \['0+'\]",
+        ),
+        (_changed("pte", {**VALID_MANIFEST["pte"], "chunk_bytes": 8, "chunk_sha256": ["0" * 63]}), r"must be a list of 1 sha256s"),
         (_changed("model.vocab_size", DELETE), r"has no 'model\.vocab_size'"),
         (_changed("model.max_context_len", 0), r"'model\.max_context_len' must be a positive integer, not 0"),
         (_changed("special_tokens.eos", []), r"'special_tokens\.eos' must be a list of tokens, not \[\]"),
@@ -209,12 +216,16 @@ def test_a_bad_manifest_is_refused_before_the_download(tmp_path, manifest, messa
         asyncio.run(LanguageModel.load(str(path)))
 
 
-def test_a_good_manifest_passes_its_check(tmp_path):
-    """The manifest above passes, so the refusals above are the fields' own: the load goes
-    on to read the .pte, which does not exist."""
+@pytest.mark.parametrize("chunks", [False, True], ids=["whole-sha256", "chunk-sha256s"])
+def test_a_good_manifest_passes_its_check(tmp_path, chunks):
+    """The manifest above passes (with chunk sha256s too), so the refusals above are the
+    fields' own: the load goes on to read the .pte, which does not exist."""
     from pywebgpu.llm import LanguageModel
 
+    manifest = VALID_MANIFEST
+    if chunks:
+        manifest = _changed("pte", {**VALID_MANIFEST["pte"], "chunk_bytes": 4, "chunk_sha256": ["0" * 64, "f" * 64]})
     path = tmp_path / "model.json"
-    path.write_text(json.dumps(VALID_MANIFEST))
+    path.write_text(json.dumps(manifest))
     with pytest.raises(FileNotFoundError, match="absent.pte"):
         asyncio.run(LanguageModel.load(str(path)))

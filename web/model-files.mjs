@@ -1,5 +1,6 @@
 // The model's files on the page: the manifest, then the .pte, downloaded with progress,
-// kept in the Cache API and checked against the manifest's sha256 before every use.
+// kept in the Cache API and checked against the manifest's sha256s before every use (as
+// it streams in, chunk by chunk, where the manifest has chunk sha256s).
 
 export const CACHE_NAME = "pywebgpu-models";
 
@@ -90,16 +91,97 @@ async function sha256Hex(buffer) {
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-function checkBytes(buffer, expected, actualSha256) {
-  if (buffer.byteLength !== expected.bytes) {
-    const how = buffer.byteLength < expected.bytes ? "truncated" : "too long";
-    throw new DamagedModelError(`${how}: ${buffer.byteLength.toLocaleString("en")} bytes instead of ${expected.bytes.toLocaleString("en")}`);
+const bytes = (n) => n.toLocaleString("en");
+
+// The manifest's chunk sha256s checked by chunk-hasher.js as the pieces come: `verdict`
+// gives true (every chunk matched), false (the Worker failed: check the whole) or the
+// index of a damaged chunk, which `damaged` also holds as soon as it is known.
+class ChunkCheck {
+  constructor(expected) {
+    this.expected = expected.chunk_sha256;
+    this.damaged = -1;
+    this.worker = new Worker(new URL("./chunk-hasher.js", import.meta.url));
+    let matched = 0, results = 0, hashed = -1;
+    this.verdict = new Promise((settle) => {
+      this.worker.onmessage = ({ data: message }) => {
+        if (message.hashed !== undefined) {
+          hashed = message.hashed;
+        } else {
+          results++;
+          if (message.sha256 === this.expected[message.index]) matched++;
+          else if (this.damaged < 0) settle((this.damaged = message.index));
+        }
+        if (this.damaged < 0 && results === hashed) settle(hashed === this.expected.length && matched === hashed);
+      };
+      this.worker.onerror = () => settle(false);
+    });
+    this.worker.postMessage({ chunkBytes: Math.min(expected.chunk_bytes, expected.bytes) });
   }
-  if (actualSha256 !== expected.sha256) throw new DamagedModelError("its sha256 does not match the manifest");
+
+  // A piece, after the caller has copied it: transferred where it owns its whole buffer.
+  add(piece) {
+    const whole = piece.byteOffset === 0 && piece.byteLength === piece.buffer.byteLength;
+    this.worker.postMessage({ piece: whole ? piece : piece.slice() }, whole ? [piece.buffer] : []);
+  }
+
+  async finish() {
+    this.worker.postMessage({ end: true });
+    return await this.verdict;
+  }
+
+  close() {
+    this.worker.terminate();
+  }
 }
 
-// Streams `url` into one ArrayBuffer of the manifest's size, reporting progress.
-async function download(url, expectedBytes, onProgress) {
+function damagedChunk(expected, index) {
+  const first = index * expected.chunk_bytes;
+  const last = Math.min(first + expected.chunk_bytes, expected.bytes) - 1;
+  return new DamagedModelError(`its sha256 of bytes ${bytes(first)}-${bytes(last)} does not match the manifest`);
+}
+
+// Streams `response` (the network's or the cache's) into one ArrayBuffer of the manifest's
+// size, reporting progress, and checks it: chunk by chunk as it comes where the manifest
+// has chunk sha256s, else its sha256 after. A stream that fails is rethrown as it is.
+async function readChecked(response, expected, onProgress) {
+  const data = new Uint8Array(expected.bytes);
+  const reader = response.body.getReader();
+  const check = expected.chunk_sha256 ? new ChunkCheck(expected) : null;
+  let received = 0;
+  onProgress(0, expected.bytes);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (received + value.length > expected.bytes) {
+        await reader.cancel();
+        throw new DamagedModelError(`larger than the ${bytes(expected.bytes)} bytes its manifest says`);
+      }
+      data.set(value, received);
+      received += value.length;
+      check?.add(value);
+      if (check?.damaged >= 0) {
+        await reader.cancel();
+        throw damagedChunk(expected, check.damaged);
+      }
+      onProgress(received, expected.bytes);
+    }
+    if (received < expected.bytes) {
+      throw new DamagedModelError(`truncated: ${bytes(received)} bytes instead of ${bytes(expected.bytes)}`);
+    }
+    const verdict = check ? await check.finish() : false;
+    if (verdict !== true && verdict !== false) throw damagedChunk(expected, verdict);
+    if (!verdict && (await sha256Hex(data.buffer)) !== expected.sha256) {
+      throw new DamagedModelError("its sha256 does not match the manifest");
+    }
+    return data.buffer;
+  } finally {
+    check?.close();
+  }
+}
+
+// Downloads and checks the .pte.
+async function download(url, expected, onProgress) {
   let response;
   try {
     response = await fetch(url, { cache: "no-store" });
@@ -109,27 +191,13 @@ async function download(url, expectedBytes, onProgress) {
   if (!response.ok) {
     throw new DownloadError(`The model download failed: the server answered HTTP ${response.status} for ${url}.`);
   }
-  const data = new Uint8Array(expectedBytes);
-  const reader = response.body.getReader();
   let received = 0;
-  onProgress(0, expectedBytes);
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (received + value.length > expectedBytes) {
-        await reader.cancel();
-        throw new DamagedModelError(`larger than the ${expectedBytes.toLocaleString("en")} bytes its manifest says`);
-      }
-      data.set(value, received);
-      received += value.length;
-      onProgress(received, expectedBytes);
-    }
+    return await readChecked(response, expected, (done, total) => onProgress((received = done), total));
   } catch (error) {
     if (error instanceof DamagedModelError) throw error;
-    throw new DownloadError(`The model download broke off after ${received.toLocaleString("en")} bytes (${error.message}). Reload to try again.`);
+    throw new DownloadError(`The model download broke off after ${bytes(received)} bytes (${error.message}). Reload to try again.`);
   }
-  return received === expectedBytes ? data.buffer : data.buffer.slice(0, received);
 }
 
 // The .pte as a verified ArrayBuffer: from the cache when it holds a good copy, else
@@ -144,20 +212,20 @@ export async function loadModelFile(manifestUrl, manifest, { onProgress = () => 
   const cached = await cache.match(key);
   if (cached) {
     onStatus("Checking the cached model file…");
-    const buffer = await cached.arrayBuffer();
     try {
-      checkBytes(buffer, expected, await sha256Hex(buffer));
+      return { buffer: await readChecked(cached, expected, () => {}), fromCache: true };
     } catch (error) {
       await cache.delete(key);
-      throw error;
+      if (error instanceof DamagedModelError) throw error;
+      throw new DamagedModelError(`the cached copy could not be read: ${error.message}`);
     }
-    return { buffer, fromCache: true };
   }
 
   onStatus("Downloading the model…");
-  const buffer = await download(pteUrl, expected.bytes, onProgress);
-  onStatus("Checking the downloaded model file…");
-  checkBytes(buffer, expected, await sha256Hex(buffer));
+  const buffer = await download(pteUrl, expected, (done, total) => {
+    onProgress(done, total);
+    if (done === total) onStatus("Checking the downloaded model file…");
+  });
   // Older versions of the same file are dead weight once a new one is verified.
   for (const request of await cache.keys()) {
     const url = new URL(request.url);
