@@ -4,6 +4,7 @@ scripts/setup.sh), plus the freshly built pywebgpu wheel and a manifest of wheel
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,10 +38,13 @@ def build_wheel(outdir: Path) -> Path:
 
 
 def build_web_bundle() -> Path:
-    """Build the pywebgpu wheel into web/vendor/wheels and write wheels.json; returns the wheel."""
+    """Build the pywebgpu wheel into web/vendor/wheels and write wheels.json, and copy the
+    wheel's chunk hasher (the chat page's model download starts it too) to web/vendor/;
+    returns the wheel."""
     if not (VENDOR / "pyodide" / "pyodide.mjs").is_file():
         raise RuntimeError(f"Pyodide is missing from {VENDOR}: run scripts/setup.sh")
     build_wheel(WHEELS)
+    shutil.copyfile(ROOT / "pywebgpu" / "llm" / "chunk_hasher.js", VENDOR / "chunk-hasher.js")
     manifest = {name: _single_wheel(name) for name in ("micropip", "flatbuffers", "pywebgpu")}
     (WHEELS / "wheels.json").write_text(json.dumps(manifest, indent=2))
     return WHEELS / manifest["pywebgpu"]

@@ -188,11 +188,15 @@ def test_stop_halts_the_stream(chat_page):
 
 
 def test_reload_uses_the_cached_model(chat_page):
-    pte_requests = []
+    """The cached copy is used, checked chunk by chunk by the hashing Worker (the bundled
+    manifest has chunk sha256s)."""
+    pte_requests, hasher_responses = [], []
     chat_page.on("request", lambda request: ".pte" in request.url and pte_requests.append(request.url))
+    chat_page.on("response", lambda response: "chunk-hasher" in response.url and hasher_responses.append(response.status))
     chat_page.reload()
     wait_ready(chat_page)
     assert pte_requests == []
+    assert hasher_responses == [200]
     assert chat_page.get_attribute("#progress", "data-from-cache") == "1"
     assert chat_page.is_hidden("#progress")
 

@@ -1,4 +1,5 @@
-"""The wheel: one pure-Python py3-none-any wheel carrying the WGSL kernels, no numpy."""
+"""The wheel: one pure-Python py3-none-any wheel carrying the WGSL kernels and the model
+download's chunk hasher (JS), no numpy."""
 
 import ast
 import zipfile
@@ -15,6 +16,7 @@ def test_wheel_is_pure_python_and_ships_the_kernels(tmp_path):
     assert kernels, "no kernels in wgsl/"
     for kernel in kernels:
         assert f"pywebgpu/wgsl/{kernel}" in names
+    assert "pywebgpu/llm/chunk_hasher.js" in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     runtime_requirements = [
         line.split(":", 1)[1].strip()

@@ -93,14 +93,15 @@ async function sha256Hex(buffer) {
 
 const bytes = (n) => n.toLocaleString("en");
 
-// The manifest's chunk sha256s checked by chunk-hasher.js as the pieces come: `verdict`
+// The manifest's chunk sha256s checked as the pieces come by the wheel's chunk hasher
+// (pywebgpu/llm/chunk_hasher.js, copied to vendor/ by devtools/bundle.py): `verdict`
 // gives true (every chunk matched), false (the Worker failed: check the whole) or the
 // index of a damaged chunk, which `damaged` also holds as soon as it is known.
 class ChunkCheck {
   constructor(expected) {
     this.expected = expected.chunk_sha256;
     this.damaged = -1;
-    this.worker = new Worker(new URL("./chunk-hasher.js", import.meta.url));
+    this.worker = new Worker(new URL("./vendor/chunk-hasher.js", import.meta.url));
     let matched = 0, results = 0, hashed = -1;
     this.verdict = new Promise((settle) => {
       this.worker.onmessage = ({ data: message }) => {

@@ -3,6 +3,7 @@ that feeds tokens at a position and returns the next-token candidates."""
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import PurePosixPath
 
 from ..gpu import IN_BROWSER, Device, request_device
@@ -41,36 +42,11 @@ async def _read_text(location: str) -> str:
 # for a 0.8 GB .pte, 1.41-1.45 s against 1.22-1.25 s, headless Chromium on 2 cores).
 # `onProgress(received, expected)` at most every hundredth of the size and at the end.
 # With the manifest's chunk sha256s, each piece also goes (transferred, once copied into
-# the buffer) to a Worker that hashes the chunks as they fill (_HASH_CHUNKS_JS): the
+# the buffer) to a Worker that hashes the chunks as they fill (chunk_hasher.js): the
 # check ends with the download, where a sha256 of the whole after it took 1.0-1.5 s more
 # for the 1B geometry's 0.81 GB on the H200 host; a damaged chunk stops the download.
 # Returns {data, verified (every chunk matched), damagedChunk (-1: none), tooLarge}.
-_HASH_CHUNKS_JS = """
-let chunk, filled = 0, index = 0;
-const hex = (digest) => Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
-// digest copies its input before it returns, so the chunk's buffer can be refilled at once.
-const hashChunk = (bytes) => {
-  const at = index++;
-  filled = 0;
-  crypto.subtle.digest("SHA-256", bytes).then((digest) => postMessage({index: at, sha256: hex(digest)}));
-};
-onmessage = ({data: message}) => {
-  if (message.chunkBytes) {
-    chunk = new Uint8Array(message.chunkBytes);
-  } else if (message.end) {
-    if (filled) hashChunk(chunk.subarray(0, filled));  // the last chunk, shorter than the others
-    postMessage({hashed: index});
-  } else {
-    let piece = message.piece;
-    while (piece.length) {
-      const take = Math.min(piece.length, chunk.length - filled);
-      chunk.set(piece.subarray(0, take), filled);
-      filled += take;
-      piece = piece.subarray(take);
-      if (filled === chunk.length) hashChunk(chunk);
-    }
-  }
-};"""
+_HASH_CHUNKS_JS = (importlib.resources.files(__package__) / "chunk_hasher.js").read_text(encoding="utf-8")
 
 _READ_BODY_JS = """async (response, expectedSize, onProgress, chunkBytes, chunkSha256, hasherSource) => {
   const reader = response.body.getReader();

@@ -1,7 +1,8 @@
-// A Worker that hashes a model file's chunks as its pieces arrive (model-files.mjs), so
-// that the sha256 check ends with the download instead of after it: WebCrypto hashes only
-// whole buffers, on the calling thread. The same as pywebgpu/llm/model.py's _HASH_CHUNKS_JS,
-// which the wheel carries for pages that have not this file.
+// A Worker that hashes a model file's chunks as its pieces arrive, so that the sha256
+// check ends with the download instead of after it: WebCrypto hashes only whole buffers,
+// on the calling thread. Shipped in the wheel, where LanguageModel.load's download starts
+// it from a Blob (llm/model.py), and copied to web/vendor/ for the chat page's downloads
+// (model-files.mjs; devtools/bundle.py).
 //
 // page → worker: {chunkBytes}, then {piece} (Uint8Array) for every piece in order, then {end: true}
 // worker → page: {index, sha256} per chunk, and {hashed} (how many) after the end
