@@ -144,6 +144,8 @@ function damagedChunk(expected, index) {
 // Streams `response` (the network's or the cache's) into one ArrayBuffer of the manifest's
 // size, reporting progress, and checks it: chunk by chunk as it comes where the manifest
 // has chunk sha256s, else its sha256 after. A stream that fails is rethrown as it is.
+// (LanguageModel.load's own download, pywebgpu/llm/model.py's _READ_BODY_JS, does the same
+// for pages without this file.)
 async function readChecked(response, expected, onProgress) {
   const data = new Uint8Array(expected.bytes);
   const reader = response.body.getReader();

@@ -45,9 +45,8 @@ async def _read_text(location: str) -> str:
 # the buffer) to a Worker that hashes the chunks as they fill (chunk_hasher.js): the
 # check ends with the download, where a sha256 of the whole after it took 1.0-1.5 s more
 # for the 1B geometry's 0.81 GB on the H200 host; a damaged chunk stops the download.
-# Returns {data, verified (every chunk matched), damagedChunk (-1: none), tooLarge}.
-_HASH_CHUNKS_JS = (importlib.resources.files(__package__) / "chunk_hasher.js").read_text(encoding="utf-8")
-
+# Returns {data, verified (every chunk matched), damagedChunk (-1: none), tooLarge}. The
+# chat page's download (web/model-files.mjs, readChecked) does the same in its own JS.
 _READ_BODY_JS = """async (response, expectedSize, onProgress, chunkBytes, chunkSha256, hasherSource) => {
   const reader = response.body.getReader();
   const data = new Uint8Array(expectedSize);
@@ -119,6 +118,10 @@ _READ_BODY_JS = """async (response, expectedSize, onProgress, chunkBytes, chunkS
     if (hasherUrl) URL.revokeObjectURL(hasherUrl);
   }
 }"""
+
+
+# The Worker's script, started from a Blob (the wheel's pages have no file to point it at).
+_HASH_CHUNKS_JS = (importlib.resources.files(__package__) / "chunk_hasher.js").read_text(encoding="utf-8")
 
 
 async def _read_model_bytes(location: str, expected: dict, on_progress):
