@@ -293,6 +293,27 @@ def test_bad_manifest_is_named_before_any_download(request, fresh_page, web_serv
     assert not problems.take()
 
 
+def test_page_without_its_chunk_hasher_checks_the_whole(chromium, web_server, bundled_model):
+    """When the hashing Worker cannot start (its script missing here), the page checks the
+    whole file's sha256 after the download: a manifest whose chunk sha256s are right but
+    whose whole sha256 is wrong is refused, which the chunk check alone would let pass."""
+    manifest = json.loads(bundled_model.read_text())
+    manifest["tokenizer"]["file"] = f"../models/{manifest['tokenizer']['file']}"
+    manifest["pte"] = pte_entry_with_chunks(bundled_model) | {"file": f"../models/{manifest['pte']['file']}", "sha256": "0" * 64}
+    (web_server.files_dir / "no-hasher.json").write_text(json.dumps(manifest))
+    context = chromium.new_context()
+    hasher_requests = []
+    context.route("**/chunk-hasher.js", lambda route: (hasher_requests.append(route.request.url), route.fulfill(status=404)))
+    page = context.new_page()
+    page.goto(f"{web_server.url}/index.html?model=/files/no-hasher.json")
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    status = page.inner_text("#status")
+    assert len(hasher_requests) == 1
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert "The model file is damaged (its sha256 does not match the manifest)" in status, status
+    context.close()
+
+
 # Each script runs before the page's own: it takes WebGPU (or part of it) away.
 NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });"
 NO_ADAPTER = "GPU.prototype.requestAdapter = async () => null;"
@@ -418,6 +439,15 @@ async def read_report(pte_url, expected):
     data, verified = await model._read_model_bytes(pte_url, expected, lambda received, expected: reports.append([received, expected]))
     return [data.byteLength, hashlib.sha256(data.to_bytes()).hexdigest(), verified, reports]
 
+async def read_report_without_workers(pte_url, expected):
+    from pyodide.code import run_js
+
+    worker = run_js("const w = globalThis.Worker; globalThis.Worker = undefined; w")
+    try:
+        return await read_report(pte_url, expected)
+    finally:
+        run_js("(w) => { globalThis.Worker = w; }")(worker)
+
 async def read_error(pte_url, expected):
     try:
         await model._read_model_bytes(pte_url, expected, None)
@@ -452,6 +482,15 @@ def test_model_download_is_whole_with_progress(python_page, bundled_model, chunk
     received = [r for r, _ in reports]
     assert received == sorted(set(received)) and reports[-1] == [size, size]
     assert all(e == size for _, e in reports) and 2 <= len(reports) <= 101
+
+
+def test_model_download_without_workers_is_left_to_the_whole_sha256(python_page, bundled_model):
+    """Where no Worker can start, the bytes come whole and unchecked: LanguageModel.load
+    then hashes the whole (its sha256_checked is False)."""
+    expected = pte_entry_with_chunks(bundled_model)
+    python_page.load_module("read_check", READ_CHECK_SOURCE)
+    size, sha256, verified, _ = python_page.call("read_check", "read_report_without_workers", f"/models/{expected['file']}", expected)
+    assert (size, sha256, verified) == (expected["bytes"], expected["sha256"], False)
 
 
 @pytest.mark.parametrize("damaged_chunk", [0, 5, 21], ids=["first-chunk", "a-middle-chunk", "last-chunk"])
