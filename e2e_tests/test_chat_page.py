@@ -314,6 +314,20 @@ def test_page_without_its_chunk_hasher_checks_the_whole(chromium, web_server, bu
     context.close()
 
 
+def test_missing_wheel_is_named(chromium, web_server, bundled_model):
+    """A wheel of the bundle that does not load (removed here) stops the boot with an error
+    naming it, where Pyodide's loadPackage itself only logs it."""
+    context = chromium.new_context()
+    context.route("**/vendor/wheels/pywebgpu-*.whl", lambda route: route.fulfill(status=404))
+    page = context.new_page()
+    page.goto(f"{web_server.url}/index.html")
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    status = page.inner_text("#status")
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert "Python failed to start: pywebgpu could not be installed:" in status and "/vendor/wheels/pywebgpu-" in status, status
+    context.close()
+
+
 # Each script runs before the page's own: it takes WebGPU (or part of it) away.
 NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });"
 NO_ADAPTER = "GPU.prototype.requestAdapter = async () => null;"
