@@ -56,7 +56,9 @@ build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
 
 Manifest (`<stem>.json`, format "pywebgpu.llama-export", format_version 1; both in
 pywebgpu.llm.manifest, whose parse_manifest checks what LanguageModel.load reads):
-  pte: {file, bytes, sha256}
+  pte: {file, bytes, sha256, chunk_bytes, chunk_sha256}; chunk_sha256 is the sha256 of
+       each chunk_bytes (16 MiB) of the .pte in order, the last one shorter, which a
+       browser checks as the download brings them
   model: {dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, norm_eps,
           rope_theta, rope_scaling (null or {type "llama3", factor, high_freq_factor,
           low_freq_factor, original_max_position_embeddings}), tied_embeddings,
