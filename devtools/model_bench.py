@@ -154,14 +154,20 @@ class HostSections:
 class LoadPhases:
     """The seconds of LanguageModel.load's phases, while the context is open (each phase's
     function wrapped, then put back): the .pte's download (in the browser with its chunk
-    sha256s' check where the manifest has them), its sha256 (where not), the device's
-    request, the graph's build (its pipelines compiled, its buffers made and constants
-    uploaded) and the top-k's; `take(total)` adds what is left of `total` (manifest,
-    tokenizer, the .pte's parsing and the graph's fusion) as "other"."""
+    sha256s' check where the manifest has them), its sha256 (where not), the tokenizer's
+    parsing, the .pte's reading (the program and its VkGraph), the graph's setup (its ops
+    made and fused), the device's request, the graph's build (its pipelines compiled, its
+    buffers made and constants uploaded) and the top-k's; `take(total)` adds what is left
+    of `total` (the manifest, the tokenizer's fetch) as "other". None of them calls
+    another."""
 
     PHASES = (
         ("pywebgpu.llm.model", "_read_model_bytes", "download"),
         ("pywebgpu.llm.model", "_sha256_hex", "sha256"),
+        ("pywebgpu.llm.tokenizer", "Tokenizer.from_json", "tokenizer"),
+        ("pywebgpu.pte", "load_program", "pte read"),
+        ("pywebgpu.pte.reader", "Program.vulkan_graph", "pte read"),
+        ("pywebgpu.runtime.graph", "GraphRuntime.__init__", "graph setup"),
         ("pywebgpu.llm.model", "request_device", "device request"),
         ("pywebgpu.runtime.graph", "GraphRuntime.build", "graph build"),
         ("pywebgpu.runtime.graph", "GraphRuntime.build_top_k", "top-k build"),
@@ -169,6 +175,7 @@ class LoadPhases:
 
     def __enter__(self):
         import importlib
+        import inspect
 
         self.seconds: dict[str, float] = {}
         self._originals = []
@@ -177,26 +184,39 @@ class LoadPhases:
             *owners, name = path.split(".")
             for part in owners:
                 owner = getattr(owner, part)
+            # Put back as found (a classmethod as its descriptor); wrap what a call gives.
+            self._originals.append((owner, name, vars(owner)[name]))
             call = getattr(owner, name)
-            self._originals.append((owner, name, call))
-            setattr(owner, name, self._timed(call, label))
+            wrap = self._timed_async if inspect.iscoroutinefunction(call) else self._timed_sync
+            setattr(owner, name, wrap(call, label))
         return self
 
-    def _timed(self, call, label):
-        seconds = self.seconds
+    def _add(self, label, started):
+        self.seconds[label] = self.seconds.get(label, 0.0) + _now() - started
 
+    def _timed_async(self, call, label):
         async def timed(*args, **kwargs):
             started = _now()
             try:
                 return await call(*args, **kwargs)
             finally:
-                seconds[label] = seconds.get(label, 0.0) + _now() - started
+                self._add(label, started)
+
+        return timed
+
+    def _timed_sync(self, call, label):
+        def timed(*args, **kwargs):
+            started = _now()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._add(label, started)
 
         return timed
 
     def __exit__(self, *exc):
-        for owner, name, call in self._originals:
-            setattr(owner, name, call)
+        for owner, name, original in reversed(self._originals):
+            setattr(owner, name, original)
 
     def take(self, total: float) -> dict:
         return {**self.seconds, "other": total - sum(self.seconds.values())}
