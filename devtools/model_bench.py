@@ -16,6 +16,7 @@ GPUs), shared out over its steps.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import deque
 from statistics import median
@@ -33,6 +34,30 @@ DECODE_PROFILE_REPEATS = 8
 
 def _now() -> float:
     return time.perf_counter()
+
+
+def _timed(call, seconds: dict, label: str):
+    """`call` wrapped to add the seconds of each call (an async function's until its
+    result) to `seconds[label]`: HostSections' and LoadPhases' wrappers."""
+    if inspect.iscoroutinefunction(call):
+
+        async def timed_async(*args, **kwargs):
+            started = _now()
+            try:
+                return await call(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + _now() - started
+
+        return timed_async
+
+    def timed(*args, **kwargs):
+        started = _now()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            seconds[label] = seconds.get(label, 0.0) + _now() - started
+
+    return timed
 
 
 def _dispatches(*recorders) -> int:
@@ -133,17 +158,7 @@ class HostSections:
             self._wrap(owner, name, label)
 
     def _wrap(self, owner, name, label):
-        call = getattr(owner, name)
-        seconds = self.seconds
-
-        def timed(*args, **kwargs):
-            started = _now()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                seconds[label] = seconds.get(label, 0.0) + _now() - started
-
-        setattr(owner, name, timed)
+        setattr(owner, name, _timed(getattr(owner, name), self.seconds, label))
 
     def take(self) -> dict:
         taken = dict(self.seconds)
@@ -175,7 +190,6 @@ class LoadPhases:
 
     def __enter__(self):
         import importlib
-        import inspect
 
         self.seconds: dict[str, float] = {}
         self._originals = []
@@ -186,33 +200,8 @@ class LoadPhases:
                 owner = getattr(owner, part)
             # Put back as found (a classmethod as its descriptor); wrap what a call gives.
             self._originals.append((owner, name, vars(owner)[name]))
-            call = getattr(owner, name)
-            wrap = self._timed_async if inspect.iscoroutinefunction(call) else self._timed_sync
-            setattr(owner, name, wrap(call, label))
+            setattr(owner, name, _timed(getattr(owner, name), self.seconds, label))
         return self
-
-    def _add(self, label, started):
-        self.seconds[label] = self.seconds.get(label, 0.0) + _now() - started
-
-    def _timed_async(self, call, label):
-        async def timed(*args, **kwargs):
-            started = _now()
-            try:
-                return await call(*args, **kwargs)
-            finally:
-                self._add(label, started)
-
-        return timed
-
-    def _timed_sync(self, call, label):
-        def timed(*args, **kwargs):
-            started = _now()
-            try:
-                return call(*args, **kwargs)
-            finally:
-                self._add(label, started)
-
-        return timed
 
     def __exit__(self, *exc):
         for owner, name, original in reversed(self._originals):

@@ -22,7 +22,6 @@ Command line:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -90,14 +89,6 @@ def pte_path(out_dir) -> Path:
     return Path(out_dir) / f"{STEM}.pte"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _expected_manifest_fields() -> dict[str, Any]:
     options = EXPORT_OPTIONS
     return {
@@ -126,8 +117,10 @@ def _manifest_fields(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def is_current(out_dir) -> bool:
     """Whether out_dir holds this export: manifest with these options, the .pte whose
-    sha256 the manifest records (with its chunk sha256s, which exports before them lack),
-    and the tokenizer file."""
+    size and sha256s (whole and by chunk, which exports before them lack) the manifest
+    records, and the tokenizer file."""
+    from pywebgpu.llm.manifest import pte_entry_of_file
+
     pte = pte_path(out_dir)
     manifest_file = pte.with_suffix(".json")
     if not (pte.is_file() and manifest_file.is_file()):
@@ -139,8 +132,7 @@ def is_current(out_dir) -> bool:
     tokenizer = manifest.get("tokenizer") or {}
     return (
         _manifest_fields(manifest) == _expected_manifest_fields()
-        and manifest.get("pte", {}).get("sha256") == _sha256(pte)
-        and "chunk_sha256" in manifest["pte"]
+        and manifest.get("pte") == pte_entry_of_file(pte)
         and bool(tokenizer.get("file"))
         and (pte.parent / tokenizer["file"]).is_file()
     )

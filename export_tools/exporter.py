@@ -364,11 +364,6 @@ def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool, force_fp16: 
         partial_path.replace(pte_path)
 
 
-def _pte_entry(pte_path: Path) -> dict[str, Any]:
-    with open(pte_path, "rb") as file:
-        return manifest_format.pte_entry(pte_path.name, file)
-
-
 def _write_manifest(
     pte_path: Path,
     params: LlamaParams,
@@ -386,7 +381,7 @@ def _write_manifest(
     manifest = {
         "format": manifest_format.FORMAT,
         "format_version": manifest_format.VERSION,
-        "pte": _pte_entry(pte_path),
+        "pte": manifest_format.pte_entry_of_file(pte_path),
         "model": {
             **params.manifest_dict(),
             "max_seq_len": options.max_seq_len,

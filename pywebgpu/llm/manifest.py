@@ -88,6 +88,12 @@ def parse_manifest(text: str, location: str) -> dict:
     return manifest
 
 
+def pte_entry_of_file(path) -> dict:
+    """The manifest's `pte` entry for the .pte file at `path` (a pathlib.Path)."""
+    with open(path, "rb") as file:
+        return pte_entry(path.name, file)
+
+
 def pte_entry(name: str, file) -> dict:
     """The manifest's `pte` entry for the .pte named `name`, read from the binary `file`."""
     whole, chunks, size = hashlib.sha256(), [], 0
