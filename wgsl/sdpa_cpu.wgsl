@@ -25,10 +25,14 @@
 // reads that cache row). One dispatch per layer and token instead of the RoPE op's, two
 // cache copies and this one.
 //
-// Two rows per quad (QUAD_ROWS 2; attention.py's kernel for calls of several rows, a
-// prefill's): the quad takes rows 2t and 2t + 1 of its heads, and every key and value it
-// loads serves both rows' heads (the second row's own last key, which the first row does
-// not attend, is one step more for it alone). Never with ROPE_DECODE or key splits.
+// Several rows per quad (QUAD_ROWS 2 or 4; attention.py's kernel for calls of several
+// rows, a prefill's, takes 4): the quad takes rows 4t .. 4t + 3 of its heads, and every
+// key and value it loads serves all their heads (SmolLM2, 3 heads a quad: 12 row-heads a
+// load). The quad walks the keys of its last row; each row weights those past its own
+// position 0 in the blocks' validity, so the last rows' few extra keys cost no code of
+// their own (SwiftShader natively, a 511-row prefill's attention 1.35-1.5x faster than
+// two rows a quad; its pipeline compiles in ~1.1 s, under gemv_rows'). Never with
+// ROPE_DECODE or key splits.
 //
 // Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
 // has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on
@@ -50,7 +54,7 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
-// Query rows per quad, 1 or 2 (attention.py's CPU_QUAD_ROWS for calls of several rows).
+// Query rows per quad, 1, 2 or 4 (attention.py's CPU_QUAD_ROWS for calls of several rows).
 override QUAD_ROWS: u32 = 1u;
 override ROPE_DECODE: bool = false;
 
@@ -511,12 +515,17 @@ fn total_sums(heads: ptr<function, RowHeads>) {
 
 // The quad's rows' heads with the value of the block's key `index` (add_block_value).
 fn add_values(
-  heads0: ptr<function, RowHeads>, heads1: ptr<function, RowHeads>, weights0: HeadWeights, weights1: HeadWeights,
-  value: Dims, index: u32,
+  heads0: ptr<function, RowHeads>, heads1: ptr<function, RowHeads>, heads2: ptr<function, RowHeads>,
+  heads3: ptr<function, RowHeads>, weights0: HeadWeights, weights1: HeadWeights, weights2: HeadWeights,
+  weights3: HeadWeights, value: Dims, index: u32,
 ) {
   add_block_value(heads0, weights0, value, index);
   if (QUAD_ROWS > 1u) {
     add_block_value(heads1, weights1, value, index);
+  }
+  if (QUAD_ROWS > 2u) {
+    add_block_value(heads2, weights2, value, index);
+    add_block_value(heads3, weights3, value, index);
   }
 }
 
@@ -541,26 +550,38 @@ fn main(
   let kv_head = first_head / (p.q_heads / p.kv_heads);
   let first = lane * 4u;  // this lane's first vec4 of a row
 
-  // Heads first_head .. first_head + QUAD_HEADS - 1: their rows follow each other in q.
+  // The quad's rows row .. row + QUAD_ROWS - 1, those past the call's last attending it
+  // again (stored once). Heads first_head .. first_head + QUAD_HEADS - 1 of a row follow
+  // each other in q.
+  let last_row = min(row + QUAD_ROWS - 1u, p.seq_len - 1u);
+  let row_step = p.q_heads * VEC4S;
   let q_base = (row * p.q_heads + first_head) * VEC4S;
   let queries0 = row_queries(q_base, first);
-  // QUAD_ROWS 2: the next row's heads, where the call has that row (else the quad attends
-  // this row twice and stores it once).
-  let second_row = QUAD_ROWS > 1u && row + 1u < p.seq_len;
-  let q_base1 = select(q_base, q_base + p.q_heads * VEC4S, second_row);
   var queries1 = RowQueries();
+  var queries2 = RowQueries();
+  var queries3 = RowQueries();
   if (QUAD_ROWS > 1u) {
-    queries1 = row_queries(q_base1, first);
+    queries1 = row_queries(q_base + (min(row + 1u, last_row) - row) * row_step, first);
+  }
+  if (QUAD_ROWS > 2u) {
+    queries2 = row_queries(q_base + (min(row + 2u, last_row) - row) * row_step, first);
+    queries3 = row_queries(q_base + (last_row - row) * row_step, first);
   }
 
-  let keys = position.input_pos + row + 1u;  // causal: up to and including this row's position
+  // Causal: row r attends keys up to and including its position, input_pos + r.
+  let keys = position.input_pos + row + 1u;
   var heads0 = no_keys_yet();
   var heads1 = heads0;
-  // This split's keys [first_key, end_key), of which the caches hold those before
-  // `cached` (ROPE_DECODE: all but the last, this call's).
-  let chunk = (keys + p.splits - 1u) / p.splits;
+  var heads2 = heads0;
+  var heads3 = heads0;
+  // This split's keys [first_key, end_key) of the quad's last row, of which the caches
+  // hold those before `cached` (ROPE_DECODE: all but the last, this call's); a row
+  // attends the first keys + (its row - row) of them, each block's keys past that
+  // weighted 0.
+  let last_keys = keys + last_row - row;
+  let chunk = (last_keys + p.splits - 1u) / p.splits;
   let first_key = split * chunk;
-  let end_key = min(keys, first_key + chunk);
+  let end_key = min(last_keys, first_key + chunk);
   let cached = select(end_key, min(end_key, keys - 1u), ROPE_DECODE);
   // Keys past `cached` in the last block: the last cached key again, weighted 0.
   let last = cached - 1u;  // read only where the loop runs, cached > 0
@@ -569,33 +590,35 @@ fn main(
     let base1 = (min(key + 1u, last) * p.kv_heads + kv_head) * VEC4S;
     let base2 = (min(key + 2u, last) * p.kv_heads + kv_head) * VEC4S;
     let base3 = (min(key + 3u, last) * p.kv_heads + kv_head) * VEC4S;
-    let valid = key + lane < cached;
+    // This lane's key, key + lane, against each row's keys (row r's: keys + r - row).
+    let lane_key = key + lane;
     let k0 = cached_key(base0, first);
     let k1 = cached_key(base1, first);
     let k2 = cached_key(base2, first);
     let k3 = cached_key(base3, first);
-    let weights0 = block_weights(&heads0, queries0, k0, k1, k2, k3, lane, valid);
+    let weights0 = block_weights(&heads0, queries0, k0, k1, k2, k3, lane, lane_key < min(cached, keys));
     var weights1 = HeadWeights();
+    var weights2 = HeadWeights();
+    var weights3 = HeadWeights();
     if (QUAD_ROWS > 1u) {
-      weights1 = block_weights(&heads1, queries1, k0, k1, k2, k3, lane, valid);
+      weights1 = block_weights(&heads1, queries1, k0, k1, k2, k3, lane, lane_key < min(cached, keys + 1u));
     }
-    let v0 = cached_value(base0, first);
-    add_values(&heads0, &heads1, weights0, weights1, v0, 0u);
-    let v1 = cached_value(base1, first);
-    add_values(&heads0, &heads1, weights0, weights1, v1, 1u);
-    let v2 = cached_value(base2, first);
-    add_values(&heads0, &heads1, weights0, weights1, v2, 2u);
-    let v3 = cached_value(base3, first);
-    add_values(&heads0, &heads1, weights0, weights1, v3, 3u);
+    if (QUAD_ROWS > 2u) {
+      weights2 = block_weights(&heads2, queries2, k0, k1, k2, k3, lane, lane_key < min(cached, keys + 2u));
+      weights3 = block_weights(&heads3, queries3, k0, k1, k2, k3, lane, lane_key < min(cached, keys + 3u));
+    }
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, cached_value(base0, first), 0u);
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, cached_value(base1, first), 1u);
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, cached_value(base2, first), 2u);
+    add_values(&heads0, &heads1, &heads2, &heads3, weights0, weights1, weights2, weights3, cached_value(base3, first), 3u);
   }
   total_sums(&heads0);
   if (QUAD_ROWS > 1u) {
     total_sums(&heads1);
   }
-  if (second_row) {
-    // The second row's last key: its own, at index `keys`.
-    let base = (keys * p.kv_heads + kv_head) * VEC4S;
-    attend_key(&heads1, queries1, cached_key(base, first), cached_value(base, first));
+  if (QUAD_ROWS > 2u) {
+    total_sums(&heads2);
+    total_sums(&heads3);
   }
   if (ROPE_DECODE && end_key == keys) {
     let base = kv_head * VEC4S;
@@ -619,8 +642,14 @@ fn main(
     return;
   }
   store_heads(heads0, q_base, first);
-  if (second_row) {
-    store_heads(heads1, q_base1, first);
+  if (QUAD_ROWS > 1u && row + 1u < p.seq_len) {
+    store_heads(heads1, q_base + row_step, first);
+  }
+  if (QUAD_ROWS > 2u && row + 2u < p.seq_len) {
+    store_heads(heads2, q_base + 2u * row_step, first);
+  }
+  if (QUAD_ROWS > 2u && row + 3u < p.seq_len) {
+    store_heads(heads3, q_base + 3u * row_step, first);
   }
 }
 

@@ -59,11 +59,13 @@ CPU_QUAD_THREADS = 4  # sdpa_cpu.wgsl: a quad per query row and cpu_quad_heads h
 CPU_MAX_QUAD_HEADS = 4
 CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads spread over the cores
 # Query rows per quad in calls of several rows (sdpa_cpu.wgsl's QUAD_ROWS): each key and
-# value a quad loads (a gather, lane by lane) serves twice the (row, head) pairs. Natively
-# on SwiftShader, SmolLM2, the 30 layers' attention of a 511-token prefill: 2 rows 1.3x
-# faster than 1. 4 rows were 1.27x faster again, but that pipeline took ~5 s to compile
-# against ~1 (load time, on the critical path of a model's build).
-CPU_QUAD_ROWS = 2
+# value a quad loads (a gather, lane by lane) serves QUAD_ROWS times the (row, head)
+# pairs. Natively on SwiftShader, SmolLM2, the attention of a 511-token prefill: 2 rows
+# 1.3x faster than 1, 4 rows 1.35-1.5x faster again (49.5 -> 34-36 ms a layer), their
+# pipeline compiling in ~1.1 s, within gemv_rows' ~1.5 (a model's build waits for its
+# slowest pipeline). An earlier 4-row kernel, which gave the last rows' own keys steps of
+# their own, took ~5 s to compile.
+CPU_QUAD_ROWS = 4
 # A decode row of at least CPU_SPLIT_MIN_KEYS keys is split into CPU_DECODE_SPLITS even
 # shares, each a quad's, merged by sdpa_cpu.wgsl's `combine`: a decode step has a quad
 # per kv head only, too few for the cores to share out evenly (SmolLM2's 3 on 2 cores).
