@@ -23,7 +23,7 @@ position on the GPU (the SymInt's buffer), and the grid has room for more keys t
 present ones: a decode step whose keys still fit it changes nothing here, so the runtime
 does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
-(two rows in calls of several rows) and up to four heads of one kv head walks all the
+(four rows in calls of several rows) and up to four heads of one kv head walks all the
 row's keys with no barriers (which cost more than the arithmetic there), after buffer
 copies have put this call's keys and values into the caches (in a decode step, the quad
 itself stores the new ones); a decode row of many keys is split over two quads per kv
