@@ -306,9 +306,9 @@ fn store_heads(heads: RowHeads, base: u32, first: u32) {
   }
 }
 
-// A row's heads with one more key after the blocks (ROPE_DECODE's new key, the second
-// row's own): the lane's dims of the key and of its value, the heads' sums already added
-// up over the quad (total_sums). All the heads' scores, then their maxes and exps, then
+// A row's heads with one more key after the blocks (ROPE_DECODE's new key): the lane's
+// dims of the key and of its value, the heads' sums already added up over the quad
+// (total_sums). All the heads' scores, then their maxes and exps, then
 // their sums: SwiftShader's JIT emits code in the order written, each head's steps wait
 // on each other, and the CPU overlaps only work near in the instruction stream, so the
 // heads' steps written side by side overlap (SmolLM2's 3 heads per quad, decode at 1,024
