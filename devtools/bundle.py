@@ -39,11 +39,12 @@ def build_wheel(outdir: Path) -> Path:
 
 def build_web_bundle() -> Path:
     """Build the pywebgpu wheel into web/vendor/wheels and write wheels.json, and copy the
-    wheel's chunk hasher (the chat page's model download starts it too) to web/vendor/;
-    returns the wheel."""
+    wheel's checked download and its chunk hasher (the chat page's model download runs them
+    too) to web/vendor/; returns the wheel."""
     if not (VENDOR / "pyodide" / "pyodide.mjs").is_file():
         raise RuntimeError(f"Pyodide is missing from {VENDOR}: run scripts/setup.sh")
     build_wheel(WHEELS)
+    shutil.copyfile(ROOT / "pywebgpu" / "llm" / "checked_read.mjs", VENDOR / "checked-read.mjs")
     shutil.copyfile(ROOT / "pywebgpu" / "llm" / "chunk_hasher.js", VENDOR / "chunk-hasher.js")
     manifest = {name: _single_wheel(name) for name in ("micropip", "flatbuffers", "pywebgpu")}
     (WHEELS / "wheels.json").write_text(json.dumps(manifest, indent=2))

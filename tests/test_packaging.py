@@ -17,6 +17,7 @@ def test_wheel_is_pure_python_and_ships_the_kernels(tmp_path):
     for kernel in kernels:
         assert f"pywebgpu/wgsl/{kernel}" in names
     assert "pywebgpu/llm/chunk_hasher.js" in names
+    assert "pywebgpu/llm/checked_read.mjs" in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     runtime_requirements = [
         line.split(":", 1)[1].strip()

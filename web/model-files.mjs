@@ -2,6 +2,8 @@
 // kept in the Cache API and checked against the manifest's sha256s before every use (as
 // it streams in, chunk by chunk, where the manifest has chunk sha256s).
 
+import { readModelBody } from "./vendor/checked-read.mjs";
+
 export const CACHE_NAME = "pywebgpu-models";
 
 // A file that is not what its manifest says (truncated, too long, wrong sha256).
@@ -93,58 +95,6 @@ async function sha256Hex(buffer) {
 
 const bytes = (n) => n.toLocaleString("en");
 
-// The manifest's chunk sha256s checked as the pieces come by the wheel's chunk hasher
-// (pywebgpu/llm/chunk_hasher.js, copied to vendor/ by devtools/bundle.py): `verdict`
-// gives true (every chunk matched), false (the Worker failed: check the whole) or the
-// index of a damaged chunk, which `damaged` also holds as soon as it is known.
-class ChunkCheck {
-  constructor(expected) {
-    this.expected = expected.chunk_sha256;
-    this.damaged = -1;
-    this.worker = new Worker(new URL("./vendor/chunk-hasher.js", import.meta.url));
-    let matched = 0, results = 0, hashed = -1;
-    this.verdict = new Promise((settle) => {
-      this.worker.onmessage = ({ data: message }) => {
-        if (message.hashed !== undefined) {
-          hashed = message.hashed;
-        } else {
-          results++;
-          if (message.sha256 === this.expected[message.index]) matched++;
-          else if (this.damaged < 0) settle((this.damaged = message.index));
-        }
-        if (this.damaged < 0 && results === hashed) settle(hashed === this.expected.length && matched === hashed);
-      };
-      this.worker.onerror = () => settle(false);
-    });
-    this.worker.postMessage({ chunkBytes: Math.min(expected.chunk_bytes, expected.bytes) });
-  }
-
-  // A piece, after the caller has copied it: transferred where it owns its whole buffer.
-  add(piece) {
-    const whole = piece.byteOffset === 0 && piece.byteLength === piece.buffer.byteLength;
-    this.worker.postMessage({ piece: whole ? piece : piece.slice() }, whole ? [piece.buffer] : []);
-  }
-
-  async finish() {
-    this.worker.postMessage({ end: true });
-    return await this.verdict;
-  }
-
-  close() {
-    this.worker.terminate();
-  }
-}
-
-// No Workers here (e.g. a content security policy): null, and the whole is hashed after.
-function startChunkCheck(expected) {
-  try {
-    return new ChunkCheck(expected);
-  } catch (error) {
-    console.warn(`The model file is checked after its download: no Worker to hash it on the way (${error.message}).`);
-    return null;
-  }
-}
-
 function damagedChunk(expected, index) {
   const first = index * expected.chunk_bytes;
   const last = Math.min(first + expected.chunk_bytes, expected.bytes) - 1;
@@ -153,44 +103,27 @@ function damagedChunk(expected, index) {
 
 // Streams `response` (the network's or the cache's) into one ArrayBuffer of the manifest's
 // size, reporting progress, and checks it: chunk by chunk as it comes where the manifest
-// has chunk sha256s, else its sha256 after. A stream that fails is rethrown as it is.
-// (LanguageModel.load's own download, pywebgpu/llm/model.py's _READ_BODY_JS, does the same
-// for pages without this file.)
+// has chunk sha256s (the wheel's checked_read.mjs and chunk_hasher.js, which
+// LanguageModel.load's own download runs too, copied to vendor/ by devtools/bundle.py),
+// else its sha256 after. A stream that fails is rethrown as it is.
 async function readChecked(response, expected, onProgress) {
-  const data = new Uint8Array(expected.bytes);
-  const reader = response.body.getReader();
-  const check = expected.chunk_sha256 ? startChunkCheck(expected) : null;
-  let received = 0;
   onProgress(0, expected.bytes);
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (received + value.length > expected.bytes) {
-        await reader.cancel();
-        throw new DamagedModelError(`larger than the ${bytes(expected.bytes)} bytes its manifest says`);
-      }
-      data.set(value, received);
-      received += value.length;
-      check?.add(value);
-      if (check?.damaged >= 0) {
-        await reader.cancel();
-        throw damagedChunk(expected, check.damaged);
-      }
-      onProgress(received, expected.bytes);
-    }
-    if (received < expected.bytes) {
-      throw new DamagedModelError(`truncated: ${bytes(received)} bytes instead of ${bytes(expected.bytes)}`);
-    }
-    const verdict = check ? await check.finish() : false;
-    if (verdict !== true && verdict !== false) throw damagedChunk(expected, verdict);
-    if (!verdict && (await sha256Hex(data.buffer)) !== expected.sha256) {
-      throw new DamagedModelError("its sha256 does not match the manifest");
-    }
-    return data.buffer;
-  } finally {
-    check?.close();
+  const read = await readModelBody(response, expected.bytes, {
+    onProgress,
+    progressStep: 0, // every piece: a download that breaks off says how far it came
+    chunkBytes: expected.chunk_bytes,
+    chunkSha256: expected.chunk_sha256 ?? null,
+    hasherUrl: new URL("./vendor/chunk-hasher.js", import.meta.url),
+  });
+  if (read.tooLarge) throw new DamagedModelError(`larger than the ${bytes(expected.bytes)} bytes its manifest says`);
+  if (read.damagedChunk >= 0) throw damagedChunk(expected, read.damagedChunk);
+  if (read.data.byteLength < expected.bytes) {
+    throw new DamagedModelError(`truncated: ${bytes(read.data.byteLength)} bytes instead of ${bytes(expected.bytes)}`);
   }
+  if (!read.verified && (await sha256Hex(read.data)) !== expected.sha256) {
+    throw new DamagedModelError("its sha256 does not match the manifest");
+  }
+  return read.data;
 }
 
 // Downloads and checks the .pte.

@@ -37,91 +37,27 @@ async def _read_text(location: str) -> str:
         return file.read()
 
 
-# Reads a response's body into one ArrayBuffer of the expected size: the loop over its
-# pieces runs in JS (a Python loop crossed into JS several times a piece: ~1,200 pieces
-# for a 0.8 GB .pte, 1.41-1.45 s against 1.22-1.25 s, headless Chromium on 2 cores).
-# `onProgress(received, expected)` at most every hundredth of the size and at the end.
-# With the manifest's chunk sha256s, each piece also goes (transferred, once copied into
-# the buffer) to a Worker that hashes the chunks as they fill (chunk_hasher.js): the
-# check ends with the download, where a sha256 of the whole after it took 1.0-1.5 s more
-# for the 1B geometry's 0.81 GB on the H200 host; a damaged chunk stops the download.
-# Returns {data, verified (every chunk matched), damagedChunk (-1: none), tooLarge}. The
-# chat page's download (web/model-files.mjs, readChecked) does the same in its own JS.
-_READ_BODY_JS = """async (response, expectedSize, onProgress, chunkBytes, chunkSha256, hasherSource) => {
-  const reader = response.body.getReader();
-  const data = new Uint8Array(expectedSize);
-  let hasher = null, hasherUrl = null, settle, damaged = -1, matched = 0, results = 0, hashed = -1;
-  // true: every chunk matched; false: no verdict (the Worker failed); else a damaged chunk's index.
-  const verdict = new Promise((resolve) => { settle = resolve; });
-  if (chunkSha256) {
-    try {
-      hasherUrl = URL.createObjectURL(new Blob([hasherSource], {type: "text/javascript"}));
-      hasher = new Worker(hasherUrl);
-      hasher.onmessage = ({data: message}) => {
-        if (message.hashed !== undefined) {
-          hashed = message.hashed;
-        } else {
-          results++;
-          if (message.sha256 === chunkSha256[message.index]) matched++;
-          else if (damaged < 0) settle(damaged = message.index);
-        }
-        if (damaged < 0 && results === hashed) settle(hashed === chunkSha256.length && matched === hashed);
-      };
-      hasher.onerror = () => settle(false);
-      hasher.postMessage({chunkBytes: Math.min(chunkBytes, expectedSize)});
-    } catch {
-      hasher = null;  // no Workers here (e.g. a content security policy): the caller hashes the whole
-    }
-  }
-  const result = {data: null, verified: false, damagedChunk: -1, tooLarge: false};
-  let received = 0, reported = 0;
+# The download's loop runs in JS, in checked_read.mjs (a Python loop crossed into JS several
+# times a piece: ~1,200 pieces for a 0.8 GB .pte, 1.41-1.45 s against 1.22-1.25 s,
+# headless Chromium on 2 cores), which also checks the manifest's chunk sha256s in a
+# Worker as the pieces come (chunk_hasher.js). Both are the wheel's files, started from
+# Blobs: the pages the wheel runs in need not serve them.
+_READ_BODY_JS = """async (moduleSource, hasherSource, response, expectedSize, onProgress, chunkBytes, chunkSha256) => {
+  const blobUrl = (source) => URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
+  const moduleUrl = blobUrl(moduleSource);
+  const hasherUrl = chunkSha256 ? blobUrl(hasherSource) : null;
   try {
-    for (;;) {
-      const {done, value} = await reader.read();
-      if (done) break;
-      if (received + value.length > expectedSize) {
-        await reader.cancel();
-        result.tooLarge = true;
-        return result;
-      }
-      data.set(value, received);
-      received += value.length;
-      if (hasher) {
-        const whole = value.byteOffset === 0 && value.byteLength === value.buffer.byteLength;
-        hasher.postMessage({piece: whole ? value : value.slice()}, whole ? [value.buffer] : []);
-      }
-      if (damaged >= 0) {
-        await reader.cancel();
-        result.damagedChunk = damaged;
-        return result;
-      }
-      if (onProgress && received - reported >= expectedSize / 100) {
-        reported = received;
-        onProgress(received, expectedSize);
-      }
-    }
-    if (onProgress && reported !== received) onProgress(received, expectedSize);
-    if (received < expectedSize) {
-      result.data = data.buffer.slice(0, received);
-      return result;
-    }
-    result.data = data.buffer;
-    if (hasher) {
-      hasher.postMessage({end: true});
-      const outcome = await verdict;
-      if (outcome === true) result.verified = true;
-      else if (outcome !== false) result.damagedChunk = outcome;
-    }
-    return result;
+    const {readModelBody} = await import(moduleUrl);
+    return await readModelBody(response, expectedSize, {onProgress, chunkBytes, chunkSha256, hasherUrl});
   } finally {
-    if (hasher) hasher.terminate();
+    URL.revokeObjectURL(moduleUrl);
     if (hasherUrl) URL.revokeObjectURL(hasherUrl);
   }
 }"""
 
 
-# The Worker's script, started from a Blob (the wheel's pages have no file to point it at).
-_HASH_CHUNKS_JS = (importlib.resources.files(__package__) / "chunk_hasher.js").read_text(encoding="utf-8")
+def _package_text(name: str) -> str:
+    return (importlib.resources.files(__package__) / name).read_text(encoding="utf-8")
 
 
 async def _read_model_bytes(location: str, expected: dict, on_progress):
@@ -139,7 +75,8 @@ async def _read_model_bytes(location: str, expected: dict, on_progress):
     chunk_sha256 = expected.get("chunk_sha256")
     try:
         result = await run_js(_READ_BODY_JS)(
-            response, expected["bytes"], progress, expected.get("chunk_bytes"), to_js(chunk_sha256) if chunk_sha256 else None, _HASH_CHUNKS_JS
+            _package_text("checked_read.mjs"), _package_text("chunk_hasher.js"), response, expected["bytes"], progress,
+            expected.get("chunk_bytes"), to_js(chunk_sha256) if chunk_sha256 else None,
         )
     finally:
         if progress is not None:
