@@ -31,8 +31,8 @@
 // load). The quad walks the keys of its last row; each row weights those past its own
 // position 0 in the blocks' validity, so the last rows' few extra keys cost no code of
 // their own (SwiftShader natively, a 511-row prefill's attention 1.35-1.5x faster than
-// two rows a quad; its pipeline compiles in ~1.1 s, under gemv_rows'). Never with
-// ROPE_DECODE or key splits.
+// two rows a quad; its pipeline compiles in ~1.1 s against ~0.6, see attention.py's
+// CPU_QUAD_ROWS). Never with ROPE_DECODE or key splits.
 //
 // Key split (p.splits > 1; attention.py splits decode rows of many keys): a decode step
 // has a quad per kv head only, fewer than the cores can share out evenly (SmolLM2's 3 on

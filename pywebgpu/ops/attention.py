@@ -61,10 +61,11 @@ CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads sp
 # Query rows per quad in calls of several rows (sdpa_cpu.wgsl's QUAD_ROWS): each key and
 # value a quad loads (a gather, lane by lane) serves QUAD_ROWS times the (row, head)
 # pairs. Natively on SwiftShader, SmolLM2, the attention of a 511-token prefill: 2 rows
-# 1.3x faster than 1, 4 rows 1.35-1.5x faster again (49.5 -> 34-36 ms a layer), their
-# pipeline compiling in ~1.1 s, within gemv_rows' ~1.5 (a model's build waits for its
-# slowest pipeline). An earlier 4-row kernel, which gave the last rows' own keys steps of
-# their own, took ~5 s to compile.
+# 1.3x faster than 1, 4 rows 1.35-1.5x faster again (49.5 -> 34-36 ms a layer; in the
+# page a 512-token prefill 1.07-1.10x faster, a 128-token one 1.04x). Its pipeline
+# compiles in ~1.1 s against ~0.6 for 2 rows; Chromium compiles ~1.5 pipelines at a time
+# on 2 cores, so a model's load took ~0.3 s longer there. An earlier 4-row kernel, which
+# gave the last rows' own keys steps of their own, took ~5 s to compile.
 CPU_QUAD_ROWS = 4
 # A decode row of at least CPU_SPLIT_MIN_KEYS keys is split into CPU_DECODE_SPLITS even
 # shares, each a quad's, merged by sdpa_cpu.wgsl's `combine`: a decode step has a quad
