@@ -146,6 +146,7 @@ def table_rows(prefill_lengths: list[int], decode_contexts: list[int]) -> list[t
     rows += [
         ("GPU memory (MiB)", ("gpu_memory_bytes",), 2**-20, False, None),
         ("model load (s)", ("load_s",), 1, False, None),
+        ("upgrades built after the load (s; measured from then on)", ("upgrades_s",), 1, False, None),
         ("Python reference loop (ms; model_bench.python_loop_ms)", ("python_loop_ms",), 1, False, None),
     ]
     return rows

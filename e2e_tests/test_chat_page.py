@@ -409,6 +409,44 @@ def test_sampled_reply_matches_eager_pytorch_draws(python_page, bundled_model, p
     assert len(set(reply[:compared])) > 1
 
 
+UPGRADED_REPLY_SOURCE = """
+from pywebgpu.llm import ChatSession, LanguageModel
+
+def note_kernels(graph, kernels):
+    # Each op's resize also notes the kernels (`kernel` attributes) it and its parts chose.
+    for index, op in enumerate(graph.ops):
+        def resize(index=index, resize=op.resize):
+            resize()
+            kernels.update(part.kernel for part, _ in graph.op_parts(index) if isinstance(getattr(part, "kernel", None), str))
+        op.resize = resize
+
+async def greedy_reply_after_upgrades(manifest_url, question, max_tokens):
+    model = await LanguageModel.load(manifest_url)
+    await model.upgrades
+    kernels = set()
+    note_kernels(model.graph, kernels)
+    chat = ChatSession(model)
+    pieces = [piece async for piece in chat.send(question, max_tokens=max_tokens)]
+    return {"text": "".join(pieces), "stats": chat.stats, "kernels": sorted(kernels)}
+"""
+
+
+def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_model):
+    """LanguageModel.load in the page builds the graph's faster kernels after the load (on
+    this CPU adapter gemv_rows' 16-row kernel, from 64 rows of x on); a prompt of over 64
+    tokens then runs it, and the greedy reply is eager PyTorch's."""
+    question = (
+        "Here is a short story. A lighthouse keeper lived alone on a rocky island far from the coast. "
+        "Every night she climbed the stairs, lit the great lamp and watched the ships pass in the dark. "
+        "One winter a storm broke the lamp. What did she do?"
+    )
+    python_page.load_module("chat_programs", UPGRADED_REPLY_SOURCE)
+    answer = python_page.call("chat_programs", "greedy_reply_after_upgrades", f"/models/{bundled_model.name}", question, MAX_TOKENS)
+    assert answer["stats"]["prefilled_tokens"] >= 64, answer["stats"]
+    assert "gemv_rows16" in answer["kernels"], answer["kernels"]
+    assert answer["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+
+
 # LanguageModel.load's own checks of a .pte handed to it (the chat page's worker hands it a
 # file the page has checked, and skips its sha256: see chat-worker.mjs).
 LOAD_CHECK_SOURCE = """

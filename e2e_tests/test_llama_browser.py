@@ -1,5 +1,5 @@
 """A tiny 4-bit Llama .pte in headless Chromium: prefill + 10 decode steps, a call of 70
-tokens, and a chat of three prompts match eager PyTorch."""
+tokens (after the graph's upgrades too), and a chat of three prompts match eager PyTorch."""
 
 from pathlib import Path
 
@@ -13,6 +13,7 @@ from llama_fixtures import (
     check_draw_trace,
     check_returns_resize_the_position_only,
     check_run,
+    check_upgraded_kernels,
     tiny_llama_chat_trace,
     tiny_llama_draw_trace,
     tiny_llama_long_trace,
@@ -32,12 +33,13 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
     check_decode_resizes(answers[1]["resized"])
 
 
-def run_and_check(python_page, file_name, traces):
+def run_and_check(python_page, file_name, traces, upgrade_before_run=None):
     """Run each kernel set's trace (`traces`: kernel set -> LlamaTrace, one program) in the
-    page and check it (check_run); returns the answers, in the order of `traces`."""
+    page, the graph's upgrades built before run `upgrade_before_run`, and check it
+    (check_run); returns the answers, in the order of `traces`."""
     (python_page.server.files_dir / file_name).write_bytes(next(iter(traces.values())).pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, [], False] for kernel_set, trace in traces.items()]
+    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, [], False, upgrade_before_run] for kernel_set, trace in traces.items()]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
@@ -53,6 +55,15 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
     folder = str(tmp_path_factory.getbasetemp())
     traces = {ks: tiny_llama_long_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
     run_and_check(python_page, "tiny_llama_long.pte", traces)
+
+
+def test_tiny_llama_upgraded_kernels(python_page, tmp_path_factory):
+    """The kernels for CPU adapters, the graph's upgrades built after the prefill and a
+    decode step (as LanguageModel.load builds them here while a chat may run): the
+    70-token call then runs gemv_rows' 16-row kernel."""
+    trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), False, "cpu")
+    (answer,) = run_and_check(python_page, "tiny_llama_long.pte", {"cpu": trace}, upgrade_before_run=2)
+    check_upgraded_kernels(answer["kernels"])
 
 
 def test_tiny_llama_chat(python_page, tmp_path_factory):

@@ -19,7 +19,7 @@ def browser_results(_python_page):
     jobs = []
     for case in CASES:
         (files / f"{case.id}.pte").write_bytes(export_case(case))
-        jobs.append([f"/files/{case.id}.pte", [encode_inputs(inputs) for inputs in case.runs], case.kernel_set, list(case.hidden_features), case.batched])
+        jobs.append([f"/files/{case.id}.pte", [encode_inputs(inputs) for inputs in case.runs], case.kernel_set, list(case.hidden_features), case.batched, case.upgrade_before_run])
     answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
     problems = page.problems.take()
     assert not problems, "\n".join(problems)

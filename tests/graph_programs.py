@@ -24,23 +24,25 @@ def host_tensor(shape, dtype, data):
     return HostTensor(tuple(shape), values, dtype)
 
 
-async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=False):
+async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=False, upgrade_before_run=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
     (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile, load included: fusion
     decides by it; and the device's `hidden_features` hidden); `batched`: the runs
     submitted as one (Device.batched_submits), each one's outputs read back by a submit
-    after it in the batch. Returns {"results": per
+    after it in the batch; the graph's upgrades built before run `upgrade_before_run`.
+    Returns {"results": per
     run [[shape, bytes], ...], "ops": the names of the ops the runtime ran (after
-    fusion), "resized": per run the names of the ops it resized, "kernel_set": the set
-    that ran, "features": the device's features it ran with, "float16": the ids of the
-    tensors held as float16}."""
+    fusion), "resized": per run the names of the ops it resized, "kernels": per run the
+    kernels its ops ran (their `kernel` attributes), "kernel_set": the set that ran,
+    "features": the device's features it ran with, "float16": the ids of the tensors held
+    as float16}."""
     device = await _get_device()
     features = device.features
     registry.FORCE_KERNEL_SET = kernel_set
     device.features = features - set(hidden_features)
     try:
         graph = await load(device, data)
-        results, resized = [], []
+        results, resized, kernels = [], [], []
         for op in graph.ops:
             op.resize = _noting_resizes(op, resized)
         if batched:
@@ -53,10 +55,13 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
             for outputs in reads:
                 results.append([[list(sizes), bytes((await pending)[:nbytes])] for sizes, nbytes, pending in outputs])
         else:
-            for inputs in runs:
+            for run, inputs in enumerate(runs):
+                if run == upgrade_before_run:
+                    await graph.build_upgrades()
                 resized.append([])
                 outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
                 results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
+                kernels.append(_kernels_run(graph))
         ran = registry.kernel_set_for(device)
         ran_with = sorted(device.features)
     finally:
@@ -66,10 +71,17 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
         "results": results,
         "ops": sorted({op.name for op in graph.ops}),
         "resized": resized,
+        "kernels": kernels,
         "kernel_set": ran,
         "features": ran_with,
         "float16": [value.id for value in graph.values if getattr(value, "dtype", None) == "float16"],
     }
+
+
+def _kernels_run(graph) -> list:
+    """The kernels the graph's ops and their parts ran last (their `kernel` attributes)."""
+    parts = (part for index in range(len(graph.ops)) for part, _ in graph.op_parts(index))
+    return sorted({part.kernel for part in parts if isinstance(getattr(part, "kernel", None), str)})
 
 
 async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=None, run_ahead=2, block=1):
@@ -132,17 +144,17 @@ def _noting_resizes(op, resized):
 
 
 async def run_graphs_from_urls(jobs):
-    """In the page: [[url, runs, kernel_set, hidden_features, batched], ...] → per job
-    run_graph's answer or {"error": "..."}."""
+    """In the page: [[url, runs, kernel_set, hidden_features, batched, upgrade_before_run],
+    ...] → per job run_graph's answer or {"error": "..."}."""
     import js
 
     answers = []
-    for url, runs, kernel_set, hidden_features, batched in jobs:
+    for url, runs, kernel_set, hidden_features, batched, upgrade_before_run in jobs:
         try:
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features, batched))
+            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features, batched, upgrade_before_run))
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

@@ -214,6 +214,12 @@ def check_draw_trace(trace: DrawTrace, drawn):
     assert len(set(trace.tokens[:compared])) > 1  # not the same token each time
 
 
+def check_upgraded_kernels(kernels):
+    """run_graph's kernels per run of tiny_llama_long_trace's calls, the graph's upgrades
+    built before the third (LONG_CHUNK): only it runs gemv_rows' 16-row kernel."""
+    assert [("gemv_rows16" in ran) for ran in kernels] == [False, False, True, False], kernels
+
+
 def check_decode_resizes(resized):
     """With the kernels for GPUs, attention with its RoPE reads the position on the GPU:
     after the first decode step (whose length differs from the prefill's) a decode step

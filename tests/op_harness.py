@@ -48,6 +48,12 @@ class OpCase:
     # Names of ops the runtime must run (e.g. one its fusion makes), or must not.
     expect_ops: tuple = ()
     expect_no_ops: tuple = ()
+    # The graph's upgrades (GraphRuntime.build_upgrades) built before this run (0: right
+    # after the load), or never (None).
+    upgrade_before_run: int | None = None
+    # (run, kernel) pairs: a kernel (an op's `kernel`, as ops/linear.py names them) that
+    # run must run.
+    expect_kernels: tuple = ()
 
     @property
     def runs(self):
@@ -150,6 +156,8 @@ def check_case(case: OpCase, answer):
     for name in case.expect_no_ops:
         assert name not in answer["ops"], f"{case.id}: the runtime ran a {name!r} op: {answer['ops']}"
     assert not set(case.hidden_features) & set(answer["features"]), f"{case.id}: ran with {answer['features']}"
+    for run, kernel in case.expect_kernels:
+        assert kernel in answer["kernels"][run], f"{case.id} run {run}: no {kernel!r} ran: {answer['kernels'][run]}"
     results = answer["results"]
     assert len(results) == len(case.runs)
     shared_module = reference_module(case) if case.stateful else None

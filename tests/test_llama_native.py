@@ -1,5 +1,5 @@
-"""A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps, a call of 70 tokens,
-and a chat of three prompts match eager PyTorch."""
+"""A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps, a call of 70 tokens
+(after the graph's upgrades too), and a chat of three prompts match eager PyTorch."""
 
 import asyncio
 
@@ -13,6 +13,7 @@ from llama_fixtures import (
     check_draw_trace,
     check_returns_resize_the_position_only,
     check_run,
+    check_upgraded_kernels,
     tiny_llama_chat_trace,
     tiny_llama_draw_trace,
     tiny_llama_long_trace,
@@ -44,6 +45,16 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     check_run(trace, kernel_set, answer)
+
+
+def test_tiny_llama_upgraded_kernels(tmp_path_factory):
+    """The kernels for CPU adapters, the graph's upgrades built after the prefill and a
+    decode step (as LanguageModel.load builds them in the browser while a chat may run):
+    the 70-token call then runs gemv_rows' 16-row kernel."""
+    trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), False, "cpu")
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "cpu", upgrade_before_run=2))
+    check_run(trace, "cpu", answer)
+    check_upgraded_kernels(answer["kernels"])
 
 
 @pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])

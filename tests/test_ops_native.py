@@ -14,5 +14,5 @@ pytestmark = pytest.mark.native
 def test_op(case):
     data = export_case(case)
     runs = [encode_inputs(inputs) for inputs in case.runs]
-    answer = asyncio.run(graph_programs.run_graph(data, runs, case.kernel_set, case.hidden_features, case.batched))
+    answer = asyncio.run(graph_programs.run_graph(data, runs, case.kernel_set, case.hidden_features, case.batched, case.upgrade_before_run))
     check_case(case, answer)

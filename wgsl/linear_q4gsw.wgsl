@@ -186,8 +186,8 @@ fn scales4(first: u32) -> vec4<f32> {
 // arithmetic instruction (each is a gather, lane by lane), so a thread makes each value
 // it loads serve several products: `gemv` (decode; linear_q4gsw_quads.wgsl, as it needs
 // subgroups) computes 16 outputs of one row of x per thread; `gemv_rows` (below: prefill,
-// and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for GEMV_ROWS rows of
-// x, so that each x value serves ROWS_OUTPUTS weights and each unpacked word GEMV_ROWS
+// and decode where gemv cannot run) computes ROWS_OUTPUTS outputs for 4 * ROW_QUADS rows
+// of x, so that each x value serves ROWS_OUTPUTS weights and each unpacked word 8 or 16
 // rows (SwiftShader, SmolLM2's linears at 64 rows: 16 outputs 1.9x faster than 4, and
 // 4 outputs were 2x the tiled GEMM, whose barriers cost more than they save). Its x
 // values come from x_slots, which the module appended to this one defines: with
@@ -212,11 +212,19 @@ fn scales4(first: u32) -> vec4<f32> {
 // (x_word, once per word for all of a thread's outputs). The top nibble, its
 // bit 3 flipped, converts as a signed value to q * 16^7 itself; the other seven carry the
 // + 8, which each group takes off once as 8 times the sum of their x (offset_sum).
+//
+// ROW_QUADS: gemv_rows' rows of x per thread, in quads: 2 (8 rows) or 4 (16 rows). 16 rows
+// make each unpacked word serve twice as many products and a step's group scales twice as
+// many words' sums (SwiftShader natively, SmolLM2's linears at 511 rows: 1.17-1.24x
+// faster; 256 rows 1.07-1.11x; at 40 rows and below slower: half as many workgroups leave
+// a core idle). But the kernel is twice as long, and SwiftShader's JIT compiles it in
+// ~3.2 s in Chromium against ~1.3 (4.1-4.5 s natively against 1.5-1.7), so linear.py
+// builds the 8-row kernel with the graph and the 16-row one after it (build_upgrades).
 // Grid of gemv_rows: (x, y) flatten the blocks of ROWS_THREADS threads, z = ceil(m /
-// GEMV_ROWS).
+// (4 * ROW_QUADS)).
 const ROWS_THREADS: u32 = 64u;  // linear.py's ROWS_THREADS
 const ROWS_OUTPUTS: u32 = 16u;  // linear.py's ROWS_OUTPUTS
-const GEMV_ROWS: u32 = 8u;  // linear.py's GEMV_ROWS
+override ROW_QUADS: u32 = 2u;  // 2 or 4: linear.py's GEMV_ROWS and UPGRADE_ROWS, in quads
 override STEP_WORDS: u32 = 4u;  // 4 or 1: words per step of gemv_rows, within one group
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
@@ -346,41 +354,54 @@ fn add_word(sums: RowSums, u0: Words4, u1: Words4, u2: Words4, u3: Words4, x: XW
 }
 
 // What a gemv_rows thread reads: the weight rows of its 16 outputs (n0 + 4b .. n0 + 4b + 3:
-// rows_b, in words), and where its 8 rows of x start, in its lane's slot order (x_lo:
-// rows m0 .. m0 + 3, x_hi: m0 + 4 .. m0 + 7; see XSlots).
+// rows_b, in words), and where its quads of 4 rows of x start, in its lane's slot order
+// (x_q: rows m0 + 4q .. m0 + 4q + 3; see XSlots).
 struct RowsThread {
   rows0: vec4<u32>, rows1: vec4<u32>, rows2: vec4<u32>, rows3: vec4<u32>,
-  x_lo: vec4<u32>, x_hi: vec4<u32>,
+  x_q0: vec4<u32>, x_q1: vec4<u32>, x_q2: vec4<u32>, x_q3: vec4<u32>,
 }
 
-// A thread's 8 rows (as RowsThread orders them), RowSums each or 16 outputs each.
+// A quad of a thread's rows (as XSlots orders them), RowSums each or 16 outputs each.
+struct QuadSums {
+  s0: RowSums, s1: RowSums, s2: RowSums, s3: RowSums,
+}
+struct QuadTotals {
+  t0: Outputs16, t1: Outputs16, t2: Outputs16, t3: Outputs16,
+}
+
+// A thread's ROW_QUADS quads of rows (q2, q3 unused with 2).
 struct RowsSums {
-  lo0: RowSums, lo1: RowSums, lo2: RowSums, lo3: RowSums,
-  hi0: RowSums, hi1: RowSums, hi2: RowSums, hi3: RowSums,
+  q0: QuadSums, q1: QuadSums, q2: QuadSums, q3: QuadSums,
 }
 struct RowsTotals {
-  lo0: Outputs16, lo1: Outputs16, lo2: Outputs16, lo3: Outputs16,
-  hi0: Outputs16, hi1: Outputs16, hi2: Outputs16, hi3: Outputs16,
+  q0: QuadTotals, q1: QuadTotals, q2: QuadTotals, q3: QuadTotals,
 }
 
-// `s` plus word w of the thread's 16 outputs times its 8 rows of x: each word unpacked
-// once for the 8 rows, the x values of 4 rows at a time.
+// `s` plus word w of the thread's 16 outputs (u0 .. u3, unpacked) times a quad of rows of
+// x (x_rows: where they start, in slot order).
+fn add_quad_word(s: QuadSums, u0: Words4, u1: Words4, u2: Words4, u3: Words4, x_rows: vec4<u32>, w: u32) -> QuadSums {
+  let x = x_slots(x_rows, w);
+  return QuadSums(
+    add_word(s.s0, u0, u1, u2, u3, x.s0), add_word(s.s1, u0, u1, u2, u3, x.s1),
+    add_word(s.s2, u0, u1, u2, u3, x.s2), add_word(s.s3, u0, u1, u2, u3, x.s3),
+  );
+}
+
+// `s` plus word w of the thread's 16 outputs times its rows of x: each word unpacked
+// once for all the rows, the x values of 4 rows at a time.
 fn add_rows_word(s: RowsSums, t: RowsThread, w: u32) -> RowsSums {
   let u0 = words4(t.rows0, w);
   let u1 = words4(t.rows1, w);
   let u2 = words4(t.rows2, w);
   let u3 = words4(t.rows3, w);
-  let xl = x_slots(t.x_lo, w);
-  let lo0 = add_word(s.lo0, u0, u1, u2, u3, xl.s0);
-  let lo1 = add_word(s.lo1, u0, u1, u2, u3, xl.s1);
-  let lo2 = add_word(s.lo2, u0, u1, u2, u3, xl.s2);
-  let lo3 = add_word(s.lo3, u0, u1, u2, u3, xl.s3);
-  let xh = x_slots(t.x_hi, w);
-  return RowsSums(
-    lo0, lo1, lo2, lo3,
-    add_word(s.hi0, u0, u1, u2, u3, xh.s0), add_word(s.hi1, u0, u1, u2, u3, xh.s1),
-    add_word(s.hi2, u0, u1, u2, u3, xh.s2), add_word(s.hi3, u0, u1, u2, u3, xh.s3),
-  );
+  var sums = s;
+  sums.q0 = add_quad_word(s.q0, u0, u1, u2, u3, t.x_q0, w);
+  sums.q1 = add_quad_word(s.q1, u0, u1, u2, u3, t.x_q1, w);
+  if (ROW_QUADS > 2u) {
+    sums.q2 = add_quad_word(s.q2, u0, u1, u2, u3, t.x_q2, w);
+    sums.q3 = add_quad_word(s.q3, u0, u1, u2, u3, t.x_q3, w);
+  }
+  return sums;
 }
 
 // `total` plus a row's sums of words of one group, the + 8 taken off, times the group's
@@ -394,6 +415,11 @@ fn add_group(total: Outputs16, group: RowSums, scales: Outputs16) -> Outputs16 {
   );
 }
 
+// `t` plus a quad of rows' sums of words of one group, times the group's scales.
+fn add_quad_group(t: QuadTotals, s: QuadSums, scales: Outputs16) -> QuadTotals {
+  return QuadTotals(add_group(t.t0, s.s0, scales), add_group(t.t1, s.s1, scales), add_group(t.t2, s.s2, scales), add_group(t.t3, s.s3, scales));
+}
+
 // `t` plus the thread's sums `s` of words of group g, scaled (firsts: the weight rows of
 // the thread's 4 blocks, see gemv_rows).
 fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> RowsTotals {
@@ -401,12 +427,14 @@ fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> Rows
   let scales = Outputs16(
     scales4(scale + firsts.x), scales4(scale + firsts.y), scales4(scale + firsts.z), scales4(scale + firsts.w),
   );
-  return RowsTotals(
-    add_group(t.lo0, s.lo0, scales), add_group(t.lo1, s.lo1, scales),
-    add_group(t.lo2, s.lo2, scales), add_group(t.lo3, s.lo3, scales),
-    add_group(t.hi0, s.hi0, scales), add_group(t.hi1, s.hi1, scales),
-    add_group(t.hi2, s.hi2, scales), add_group(t.hi3, s.hi3, scales),
-  );
+  var totals = t;
+  totals.q0 = add_quad_group(t.q0, s.q0, scales);
+  totals.q1 = add_quad_group(t.q1, s.q1, scales);
+  if (ROW_QUADS > 2u) {
+    totals.q2 = add_quad_group(t.q2, s.q2, scales);
+    totals.q3 = add_quad_group(t.q3, s.q3, scales);
+  }
+  return totals;
 }
 
 // Stores outputs n0 .. n0 + 15 of row m, those below M and N.
@@ -441,17 +469,22 @@ fn store_thread_row(m: u32, n0: u32, totals: Outputs16) {
   }
 }
 
-// Stores a thread's totals (its outputs from n0): rows m0 .. m0 + 7 in its lane's slot
-// order.
+// Stores a quad of a thread's rows (m0 .. m0 + 3, in its lane's slot order).
+fn store_quad(m0: u32, lane: u32, n0: u32, t: QuadTotals) {
+  store_thread_row(m0 + lane, n0, t.t0);
+  store_thread_row(m0 + (lane ^ 1u), n0, t.t1);
+  store_thread_row(m0 + (lane ^ 2u), n0, t.t2);
+  store_thread_row(m0 + (lane ^ 3u), n0, t.t3);
+}
+
+// Stores a thread's totals (its outputs from n0): its quads of rows from m0.
 fn store_rows(m0: u32, lane: u32, n0: u32, t: RowsTotals) {
-  store_thread_row(m0 + lane, n0, t.lo0);
-  store_thread_row(m0 + (lane ^ 1u), n0, t.lo1);
-  store_thread_row(m0 + (lane ^ 2u), n0, t.lo2);
-  store_thread_row(m0 + (lane ^ 3u), n0, t.lo3);
-  store_thread_row(m0 + 4u + lane, n0, t.hi0);
-  store_thread_row(m0 + 4u + (lane ^ 1u), n0, t.hi1);
-  store_thread_row(m0 + 4u + (lane ^ 2u), n0, t.hi2);
-  store_thread_row(m0 + 4u + (lane ^ 3u), n0, t.hi3);
+  store_quad(m0, lane, n0, t.q0);
+  store_quad(m0 + 4u, lane, n0, t.q1);
+  if (ROW_QUADS > 2u) {
+    store_quad(m0 + 8u, lane, n0, t.q2);
+    store_quad(m0 + 12u, lane, n0, t.q3);
+  }
 }
 
 // Whether every output of a quad (whose thread at `lane` starts at output n0, each lane
@@ -497,10 +530,10 @@ fn gemv_rows(
     return;
   }
   let firsts = block_rows(n0, silu_mul);
-  let m0 = wg.z * GEMV_ROWS;
+  let m0 = wg.z * 4u * ROW_QUADS;
   let t = RowsThread(
     weight_rows4(firsts.x), weight_rows4(firsts.y), weight_rows4(firsts.z), weight_rows4(firsts.w),
-    slot_rows(m0, lane), slot_rows(m0 + 4u, lane),
+    slot_rows(m0, lane), slot_rows(m0 + 4u, lane), slot_rows(m0 + 8u, lane), slot_rows(m0 + 12u, lane),
   );
   let words_per_group = p.group_size / 8u;
   var totals = RowsTotals();

@@ -160,6 +160,8 @@ async def request_device() -> "BrowserDevice":
 
 
 class BrowserDevice(Device):
+    compiles_in_background = True
+
     def __init__(self, raw, summary: AdapterSummary):
         super().__init__(summary)
         self.raw = raw

@@ -142,6 +142,11 @@ class AdapterSummary:
 class Device:
     """A WebGPU device. Create with `await pywebgpu.gpu.request_device()`."""
 
+    # Whether compute_pipeline compiles off this thread, so that a pipeline can be built
+    # while the host runs the model (the browser's createComputePipelineAsync); natively
+    # (wgpu-native) creating one blocks the thread until it is compiled.
+    compiles_in_background = False
+
     def __init__(self, adapter: AdapterSummary):
         self.adapter = adapter
         self.features: frozenset[str] = adapter.features

@@ -3,7 +3,9 @@ that feeds tokens at a position and returns the next-token candidates."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
+import sys
 from pathlib import PurePosixPath
 
 from ..gpu import IN_BROWSER, Device, request_device
@@ -111,6 +113,13 @@ def _byte_length(data) -> int:
 DECODE_BLOCK_STEPS = 4
 
 
+def _report_failed_upgrades(upgrades: asyncio.Future):
+    """The model runs on with the kernels it loaded with; say why it has no faster ones
+    (in the browser, stderr is the console)."""
+    if not upgrades.cancelled() and upgrades.exception() is not None:
+        print(f"pywebgpu: the model's faster kernels were not built: {upgrades.exception()}", file=sys.stderr)
+
+
 class LanguageModel:
     def __init__(self, graph, tokenizer: Tokenizer, manifest: dict):
         self.graph = graph
@@ -123,6 +132,9 @@ class LanguageModel:
         self.eos_ids = frozenset(token["id"] for token in manifest["special_tokens"]["eos"])
         self.chat_template = ChatTemplate.from_template_string(manifest.get("chat_template"))
         self.decode_block_steps = 1 if graph.device.adapter.is_fallback else DECODE_BLOCK_STEPS
+        # The graph's faster kernels being built after the load (GraphRuntime.build_upgrades),
+        # where the device compiles in the background (the browser); else None.
+        self.upgrades: asyncio.Future | None = None
 
     @classmethod
     async def load(
@@ -134,7 +146,10 @@ class LanguageModel:
         caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
         it takes from its cache or the network, and hashing the bundled model again took
         ~0.3 s of its load on a 2-core machine). A download in the browser is checked as it
-        comes where the manifest has chunk sha256s (_read_model_bytes)."""
+        comes where the manifest has chunk sha256s (_read_model_bytes). Where the device
+        compiles in the background, the model is returned ready and goes on building its
+        faster kernels (`upgrades`; on CPU adapters ~3 s of a core), which it runs once they
+        are built."""
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
         if pte_data is None:
@@ -148,7 +163,11 @@ class LanguageModel:
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
         graph = await load(device or await request_device(), pte_data)
         await graph.build_top_k()
-        return cls(graph, tokenizer, manifest)
+        model = cls(graph, tokenizer, manifest)
+        if graph.device.compiles_in_background:
+            model.upgrades = asyncio.ensure_future(graph.build_upgrades())
+            model.upgrades.add_done_callback(_report_failed_upgrades)
+        return model
 
     async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """Feed `tokens` at `position` (prefill in chunks the program accepts) and return

@@ -83,7 +83,17 @@ ELEMENTWISE_WORKGROUP = 256
 # (`gemv_coop4`, for large N) up to GPU_GEMV_MAX_ROWS rows of x, and above that the tiled
 # GEMM gemm_plan picks (each GEMM, split or not, built only for the linears whose shapes
 # can use it).
-GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl)
+GEMV_ROWS = 8  # rows of x per gemv_rows thread (linear_q4gsw.wgsl's ROW_QUADS 2)
+# The faster gemv_rows of 16 rows a thread (ROW_QUADS 4), which SwiftShader takes ~3.2 s
+# to compile in Chromium (the 8-row kernel ~1.3, the longest step of a model's load), so
+# it is built after the graph (build_upgrades), and runs from UPGRADE_MIN_M rows of x on:
+# with fewer, half as many workgroups leave a core idle (SwiftShader natively, SmolLM2's
+# linears against 8 rows: 0.5-0.7x at 16 rows, 0.88-0.93x at 40, 1.10-1.15x at 64,
+# 1.17-1.24x at 511).
+UPGRADE_ROWS = 16
+UPGRADE_MIN_M = 64
+# Kernels built as another kernel's entry point with its overrides set.
+KERNEL_VARIANTS = {"gemv_rows16": ("gemv_rows", {"ROW_QUADS": UPGRADE_ROWS // 4})}
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
 # The entry points each kind of adapter runs: only those are built (the kind is fixed at
@@ -239,12 +249,21 @@ class LinearQ4gsw(OpHandler):
             if "gemm_reduce" not in self.kernels:
                 self.kernels["gemm_reduce"] = await self.make_kernel("gemm_reduce", x=self.graph.scratch)
 
+    async def build_upgrades(self) -> bool:
+        if self.kernel_set != "cpu" or self.max_rows() < UPGRADE_MIN_M:
+            return False
+        self.kernels["gemv_rows16"] = await self.make_kernel("gemv_rows16")
+        return True
+
     async def make_kernel(self, kernel: str, norm=None, out=None, x=None):
-        """The pipeline and bind group of entry point `kernel`; with `norm` (an RmsNorm
-        handler whose output is x), one that reads the norm's input and applies it
-        (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and gemv). `out`, `x`: buffers
-        bound in those slots instead (split K's scratch); gemm_reduce binds no weights."""
+        """The pipeline and bind group of entry point `kernel` (or of a KERNEL_VARIANTS
+        entry); with `norm` (an RmsNorm handler whose output is x), one that reads the
+        norm's input and applies it (X_RMS_NORM: the GEMVs, gemv_coop, gemv_coop4 and
+        gemv). `out`, `x`: buffers bound in those slots instead (split K's scratch);
+        gemm_reduce binds no weights."""
+        entry_point, variant_constants = KERNEL_VARIANTS.get(kernel, (kernel, {}))
         constants = {
+            **variant_constants,
             "HAS_BIAS": self.bias is not None,
             "X_SILU_MUL": self.x_silu_mul,
             "X_RMS_NORM": norm is not None,
@@ -274,7 +293,7 @@ class LinearQ4gsw(OpHandler):
             del buffers[2], buffers[3]
         device = self.graph.device
         source = linear_source("subgroups" in device.features)
-        pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=kernel, constants=constants)
+        pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=entry_point, constants=constants)
         return pipeline, device.bind_group(pipeline, buffers)
 
     def resize(self):
@@ -293,8 +312,9 @@ class LinearQ4gsw(OpHandler):
         )
         if self.kernel == "gemv":
             self.grid = (*linear_grid(-(-self.n // (GEMV_THREADS * GEMV_OUTPUTS)), 1), self.m)
-        elif self.kernel == "gemv_rows":
-            self.grid = (*linear_grid(-(-self.n // (ROWS_THREADS * ROWS_OUTPUTS)), 1), -(-self.m // GEMV_ROWS))
+        elif self.kernel in ("gemv_rows", "gemv_rows16"):
+            rows = UPGRADE_ROWS if self.kernel == "gemv_rows16" else GEMV_ROWS
+            self.grid = (*linear_grid(-(-self.n // (ROWS_THREADS * ROWS_OUTPUTS)), 1), -(-self.m // rows))
         elif self.kernel == "gemv_coop":
             self.grid = (*linear_grid(-(-self.n // COOP_ROWS), 1), self.m)
         elif self.kernel == "gemv_coop4":
@@ -313,7 +333,9 @@ class LinearQ4gsw(OpHandler):
     def choose_kernel(self, adapter_kind: str) -> tuple[str, int]:
         """(kernel, workgroups along K per tile: 1 but for a split GEMM)."""
         if adapter_kind == "cpu":
-            return ("gemv" if self.m == 1 and "gemv" in self.kernels else "gemv_rows"), 1
+            if self.m == 1 and "gemv" in self.kernels:
+                return "gemv", 1
+            return ("gemv_rows16" if self.m >= UPGRADE_MIN_M and "gemv_rows16" in self.kernels else "gemv_rows"), 1
         if self.m > GPU_GEMV_MAX_ROWS:
             return gemm_plan(self.m, self.n, self.k)
         return ("gemv_coop4" if self.n >= COOP4_MIN_N else "gemv_coop"), 1
@@ -468,6 +490,9 @@ class RmsNormLinear(OpHandler):
         if self.linear.n > GEMV_NORM_MAX_N and "gemv" in fused:
             fused.remove("gemv")
         self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
+
+    async def build_upgrades(self) -> bool:
+        return await self.linear.build_upgrades()
 
     def resize(self):
         self.norm.resize()

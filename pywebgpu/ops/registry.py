@@ -207,6 +207,13 @@ class OpHandler(OpPart):
     async def build(self):
         pass
 
+    async def build_upgrades(self) -> bool:
+        """Build kernels faster than build()'s that take long to compile (on CPU adapters,
+        where compiling is the load's bottleneck): the graph builds them after the model is
+        ready (GraphRuntime.build_upgrades), and resize() takes them up from then on.
+        Returns whether it built any."""
+        return False
+
     def resize(self):
         pass
 

@@ -228,6 +228,16 @@ class GraphRuntime:
         self._mark_all_stale()
         self.built = True
 
+    async def build_upgrades(self):
+        """Build the ops' faster kernels that build() left out for their compile time
+        (OpHandler.build_upgrades); where any were built, resize every op in the next run,
+        which so takes them up (the shape states kept drop: they hold the kernels chosen
+        before). Safe between any two runs, as after a failed one."""
+        if not self.built:
+            raise GPUError("build() the graph before building its upgrades")
+        if any(await asyncio.gather(*(op.build_upgrades() for op in self.ops))):
+            self._mark_all_stale()
+
     def _keep_float16_constants(self):
         """An f16 program's float16 constants that every op reading them takes as stored
         (OpHandler.float16_constants: the KV caches) stay float16; the others are widened

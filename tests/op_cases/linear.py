@@ -9,8 +9,9 @@ N % 4 != 0 the Vulkan fusion pass crashes in et_vk.linear_q4gsw's reference impl
 scales are padded to a multiple of 4 columns but the reference views them unpadded), so N
 varies over multiples of 4 that are not multiples of 8 or of the 64-wide GEMM tile. M is
 prime where it can be. With the kernels for GPUs up to 4 rows run a GEMV, more the tiled
-GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 8 rows),
-as do single rows whose groups are not a multiple of 32 values.
+GEMM; with those for CPU adapters one row runs `gemv`, more `gemv_rows` (blocks of 8 rows;
+after the graph's upgrades, 16 from 64 rows on), as do single rows whose groups are not a
+multiple of 32 values.
 """
 
 import dataclasses
@@ -174,6 +175,32 @@ MLP_ODD_HIDDEN = mlp_cases(
     (r(1, 3, 64, seed=13),),
     more_runs=[(r(1, 1, 64, seed=14),), (r(1, 70, 64, seed=15),)],
     dynamic_shapes=({1: seq},),
+)
+
+
+def upgraded(case_id, module, inputs, upgrade_before_run=0, expect_kernels=None, **kwargs):
+    """The case run with the kernels for CPU adapters, the graph's upgrades built before
+    run `upgrade_before_run` (GraphRuntime.build_upgrades, as LanguageModel.load starts it
+    in the browser): from linear.UPGRADE_MIN_M (64) rows of x on, gemv_rows' 16-row
+    kernel (`gemv_rows16`; every run of 64 or more rows after the upgrade must run it,
+    unless `expect_kernels` says otherwise)."""
+    case = q4(f"{case_id}-upgraded-cpu", module, inputs, kernel_set="cpu", upgrade_before_run=upgrade_before_run, **kwargs)
+    if expect_kernels is None:
+        rows = [x.shape[:-1].numel() for x, *_ in case.runs]
+        expect_kernels = tuple((run, "gemv_rows16") for run, m in enumerate(rows) if run >= upgrade_before_run and m >= 64)
+    return dataclasses.replace(case, expect_kernels=expect_kernels)
+
+
+# Rows of x before and after the upgrade: 70 (8-row kernel), 80 (16 rows: 5 blocks), 9 (8
+# rows), one (gemv), 70 again (the shape state kept for 70 rows dropped by the upgrade).
+UPGRADED_SEQ = upgraded(
+    "linear-q4gsw-dynamic-seq",
+    linear_4w(128, 76, bias=True, seed=50),
+    (r(1, 70, 128, seed=50),),
+    more_runs=[(r(1, 80, 128, seed=51),), (r(1, 9, 128, seed=52),), (r(1, 1, 128, seed=53),), (r(1, 70, 128, seed=54),)],
+    dynamic_shapes=({1: seq},),
+    upgrade_before_run=1,
+    expect_kernels=((0, "gemv_rows"), (1, "gemv_rows16"), (2, "gemv_rows"), (3, "gemv"), (4, "gemv_rows16")),
 )
 
 CASES = [
@@ -365,6 +392,31 @@ CASES = [
         (r(1, 70, 64, seed=48),),
         expect_ops=MLP_FUSED["gpu"],
     ),
+    # gemv_rows' 16-row kernel (CPU adapters), built after the load.
+    UPGRADED_SEQ,
+    # Without subgroups single rows run gemv_rows too.
+    dataclasses.replace(without_subgroups(UPGRADED_SEQ), expect_kernels=UPGRADED_SEQ.expect_kernels[:3] + ((3, "gemv_rows"), (4, "gemv_rows16"))),
+    # 131 rows: 9 blocks of 16, the last one of 3 rows; 1,100 outputs: two workgroups'
+    # worth (1,024 outputs each), the second partial.
+    upgraded("linear-q4gsw-m131-n1100", linear_4w(64, 1100, seed=51), (r(1, 131, 64, seed=55),)),
+    # Groups of 16 values: steps of one word (STEP_WORDS 1).
+    upgraded("linear-q4gsw-gs16-m77", linear_4w(80, 28, group_size=16, seed=52), (r(77, 80, seed=56),)),
+    upgraded(
+        "linear-q4gsw-residual-fused",
+        LinearPlusResidual(linear_4w(96, 44, bias=True, seed=53)),
+        (r(1, 66, 96, seed=57), r(1, 66, 44, seed=58)),
+        expect_ops=(RESIDUAL_FUSED,),
+    ),
+    upgraded(
+        "linear-q4gsw-norm-then-x3",
+        NormThen(64, SharedInput(linear_4w(64, 36, seed=54), linear_4w(64, 12, seed=55), linear_4w(64, 20, seed=56)), seed=54),
+        (r(1, 67, 64, seed=59),),
+        expect_ops=("rms_norm + linear_q4gsw x3 (fused)",),
+    ),
+    # The MLP: gate|up writing silu(gate) * up (hidden 40: partial quads), the down
+    # projection adding the residual.
+    upgraded("linear-q4gsw-mlp", Mlp(64, 40, down_group_size=8, seed=57), (r(1, 72, 64, seed=60),), expect_ops=MLP_FUSED["cpu"]),
+    upgraded("linear-dq8ca-m68", linear_8da4w(128, 44, bias=True, seed=58), (r(1, 68, 128, seed=61),)),
     # -qmode 8da4w: torchao.choose_qparams_affine + et_vk.linear_dq8ca_q4gsw
     *both_kernel_sets("linear-dq8ca-gemv-k64-n12", linear_8da4w(64, 12), (r(1, 64),)),
     *both_kernel_sets("linear-dq8ca-edge-rows-bias", linear_8da4w(64, 28, bias=True, seed=1), (rows_at_the_edges(64),)),
