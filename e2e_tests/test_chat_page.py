@@ -433,8 +433,9 @@ async def greedy_reply_after_upgrades(manifest_url, question, max_tokens):
 
 def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_model):
     """LanguageModel.load in the page builds the graph's faster kernels after the load (on
-    this CPU adapter gemv_rows' 16-row kernel, from 64 rows of x on); a prompt of over 64
-    tokens then runs it, and the greedy reply is eager PyTorch's."""
+    this CPU adapter gemv_rows' 16-row kernel, from 64 rows of x on, and attention's of 4
+    rows a quad); a prompt of over 64 tokens then runs them, and the greedy reply is eager
+    PyTorch's."""
     question = (
         "Here is a short story. A lighthouse keeper lived alone on a rocky island far from the coast. "
         "Every night she climbed the stairs, lit the great lamp and watched the ships pass in the dark. "
@@ -443,7 +444,7 @@ def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_
     python_page.load_module("chat_programs", UPGRADED_REPLY_SOURCE)
     answer = python_page.call("chat_programs", "greedy_reply_after_upgrades", f"/models/{bundled_model.name}", question, MAX_TOKENS)
     assert answer["stats"]["prefilled_tokens"] >= 64, answer["stats"]
-    assert "gemv_rows16" in answer["kernels"], answer["kernels"]
+    assert {"gemv_rows16", "sdpa_cpu_rows4"} <= set(answer["kernels"]), answer["kernels"]
     assert answer["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
 
 

@@ -26,7 +26,8 @@
 // cache copies and this one.
 //
 // Several rows per quad (QUAD_ROWS 2 or 4; attention.py's kernel for calls of several
-// rows, a prefill's, takes 4): the quad takes rows 4t .. 4t + 3 of its heads, and every
+// rows, a prefill's, takes 2, and 4 once the graph's upgrades are built): with 4, the
+// quad takes rows 4t .. 4t + 3 of its heads, and every
 // key and value it loads serves all their heads (SmolLM2, 3 heads a quad: 12 row-heads a
 // load). The quad walks the keys of its last row; each row weights those past its own
 // position 0 in the blocks' validity, so the last rows' few extra keys cost no code of
@@ -54,7 +55,8 @@ override HEAD_DIM: u32 = 64u;
 // cpu_quad_heads). Written out as up to four named heads, not an array: SwiftShader
 // spills private arrays indexed in a loop.
 override QUAD_HEADS: u32 = 1u;
-// Query rows per quad, 1, 2 or 4 (attention.py's CPU_QUAD_ROWS for calls of several rows).
+// Query rows per quad, 1, 2 or 4 (attention.py's CPU_QUAD_ROWS for calls of several rows,
+// CPU_UPGRADE_QUAD_ROWS once the graph's upgrades are built).
 override QUAD_ROWS: u32 = 1u;
 override ROPE_DECODE: bool = false;
 

@@ -23,8 +23,9 @@ position on the GPU (the SymInt's buffer), and the grid has room for more keys t
 present ones: a decode step whose keys still fit it changes nothing here, so the runtime
 does not resize the op (`gpu_int_ranges`). On CPU
 adapters with subgroups (head dims up to 64, multiples of 4), a quad of threads per row
-(four rows in calls of several rows) and up to four heads of one kv head walks all the
-row's keys with no barriers (which cost more than the arithmetic there), after buffer
+(two or four rows in calls of several rows: four once the graph's upgrades are built)
+and up to four heads of one kv head walks all the row's keys with no barriers (which
+cost more than the arithmetic there), after buffer
 copies have put this call's keys and values into the caches (in a decode step, the quad
 itself stores the new ones); a decode row of many keys is split over two quads per kv
 head and merged.
@@ -62,11 +63,14 @@ CPU_WORKGROUP_SIZE = 4  # sdpa_cpu.wgsl: one quad, so that decode's few quads sp
 # value a quad loads (a gather, lane by lane) serves QUAD_ROWS times the (row, head)
 # pairs. Natively on SwiftShader, SmolLM2, the attention of a 511-token prefill: 2 rows
 # 1.3x faster than 1, 4 rows 1.35-1.5x faster again (49.5 -> 34-36 ms a layer; in the
-# page a 512-token prefill 1.07-1.10x faster, a 128-token one 1.04x). Its pipeline
-# compiles in ~1.1 s against ~0.6 for 2 rows; Chromium compiles ~1.5 pipelines at a time
-# on 2 cores, so a model's load took ~0.3 s longer there. An earlier 4-row kernel, which
-# gave the last rows' own keys steps of their own, took ~5 s to compile.
-CPU_QUAD_ROWS = 4
+# page a 512-token prefill 1.07-1.10x faster, a 128-token one 1.04x). But its pipeline
+# compiles in ~1.1 s against ~0.6 for 2 rows, and Chromium compiles ~1.5 pipelines at a
+# time on 2 cores: built with the graph, it made a model's load ~0.3 s longer there. So
+# the graph builds the 2-row kernel and the 4-row one after it (build_upgrades). An
+# earlier 4-row kernel, which gave the last rows' own keys steps of their own, took ~5 s
+# to compile.
+CPU_QUAD_ROWS = 2
+CPU_UPGRADE_QUAD_ROWS = 4
 # A decode row of at least CPU_SPLIT_MIN_KEYS keys is split into CPU_DECODE_SPLITS even
 # shares, each a quad's, merged by sdpa_cpu.wgsl's `combine`: a decode step has a quad
 # per kv head only, too few for the cores to share out evenly (SmolLM2's 3 on 2 cores).
@@ -170,11 +174,16 @@ def _rope_table(graph, cos, sin):
     return tables[key]
 
 
+def cpu_quad_rows(kernel: str) -> int:
+    """The query rows a quad of one of CausalAttention.cpu_rows_kernels (by its name)."""
+    return int(kernel.removeprefix("sdpa_cpu_rows"))
+
+
 class CausalAttention(OpHandler):
     """The attention shared by sdpa_with_kv_cache and custom_sdpa: q, caches, input_pos
     and the options (attn_mask, dropout_p, is_causal, scale) at the given arg positions."""
 
-    RESIZED = ("input_pos", "rows", "splits", "tiled", "whole_row")
+    RESIZED = ("input_pos", "kernel", "rows", "splits", "tiled", "whole_row")
 
     update_cache = False
     # Whether a decode step may run sdpa_cpu.wgsl's one-row kernel (not where RoPE is fused
@@ -295,7 +304,10 @@ class CausalAttention(OpHandler):
         if self.on_cpu:
             self.quad_heads = cpu_quad_heads(self.q_heads, self.kv_heads)
             self.cpu_kernel = await self.sdpa_cpu_kernel(q) if self.decodes_unrotated else None
-            self.cpu_rows_kernel = await self.sdpa_cpu_kernel(q, quad_rows=CPU_QUAD_ROWS)
+            # Calls of several rows: sdpa_cpu.wgsl's kernels by rows a quad, named
+            # "sdpa_cpu_rows{QUAD_ROWS}", over `q` (rows_q: the upgrade's reads it too).
+            self.rows_q = q
+            self.cpu_rows_kernels = {f"sdpa_cpu_rows{CPU_QUAD_ROWS}": await self.sdpa_cpu_kernel(q, quad_rows=CPU_QUAD_ROWS)}
             self.combine_pipeline = await self.make_pipeline("sdpa_cpu", {"HEAD_DIM": self.head_dim}, "combine")
             buffers = {0: self.out.buffer, 1: self.partials, 7: self.params}
             self.combine_group = device.bind_group(self.combine_pipeline, buffers)
@@ -304,6 +316,13 @@ class CausalAttention(OpHandler):
         self.tiled_kernel = await self.make_tiled_kernel(q, k, v) if self.can_tile() else None
         self.combine_pipeline = await self.make_pipeline("sdpa_combine", {"HEAD_DIM": self.head_dim})
         self.combine_group = device.bind_group(self.combine_pipeline, [self.out.buffer, self.partials, self.params, self.position])
+
+    async def build_upgrades(self) -> bool:
+        if not self.on_cpu or self.q.max_sizes[1] == 1:
+            return False
+        kernel = await self.sdpa_cpu_kernel(self.rows_q, quad_rows=CPU_UPGRADE_QUAD_ROWS)
+        self.cpu_rows_kernels[f"sdpa_cpu_rows{CPU_UPGRADE_QUAD_ROWS}"] = kernel
+        return True
 
     async def sdpa_cpu_kernel(self, q, rope: bool = False, quad_rows: int = 1):
         """sdpa_cpu.wgsl's (pipeline, bind group) over `q`, `quad_rows` query rows per
@@ -336,6 +355,8 @@ class CausalAttention(OpHandler):
             # The kernel shares the keys out evenly itself (no chunk).
             chunk, self.splits = 0, CPU_DECODE_SPLITS if seq_len == 1 and keys >= CPU_SPLIT_MIN_KEYS else 1
             self.gpu_int_ranges = {}
+            # Several rows: the kernel of the most rows a quad built so far.
+            self.kernel = "sdpa_cpu" if seq_len == 1 else max(self.cpu_rows_kernels, key=cpu_quad_rows)
         elif seq_len >= TILED_MIN_ROWS and self.tiled_kernel is not None:
             # The kernel walks the keys up to the position it reads: every position serves.
             self.tiled = True
@@ -364,7 +385,7 @@ class CausalAttention(OpHandler):
         if self.on_cpu:
             if self.update_cache:
                 self.copy_new_rows(recorder, self.k)
-            self.dispatch_sdpa_cpu(recorder, self.cpu_kernel if self.rows == 1 else self.cpu_rows_kernel)
+            self.dispatch_sdpa_cpu(recorder, self.cpu_kernel if self.rows == 1 else self.cpu_rows_kernels[self.kernel])
             return
         self.dispatch_sdpa(recorder, self.kernels)
 
@@ -377,8 +398,8 @@ class CausalAttention(OpHandler):
 
     def dispatch_sdpa_cpu(self, recorder, kernel):
         """Record sdpa_cpu.wgsl's `kernel`: a decode step's, or with several rows the one
-        of CPU_QUAD_ROWS rows per quad."""
-        quad_rows = 1 if self.rows == 1 else CPU_QUAD_ROWS
+        resize chose (self.kernel)."""
+        quad_rows = 1 if self.rows == 1 else cpu_quad_rows(self.kernel)
         threads = self.splits * -(-self.rows // quad_rows) * self.q_heads // self.quad_heads * CPU_QUAD_THREADS
         recorder.dispatch(*kernel, *linear_grid(threads, CPU_WORKGROUP_SIZE))
         if self.splits > 1:
@@ -492,7 +513,7 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
                 self.dispatch_sdpa_cpu(recorder, self.rotating_kernel)
             else:
                 self.copy_new_rows(recorder, self.rope.xk_out)
-                self.dispatch_sdpa_cpu(recorder, self.cpu_rows_kernel)
+                self.dispatch_sdpa_cpu(recorder, self.cpu_rows_kernels[self.kernel])
         elif self.rows == 1:
             self.dispatch_sdpa(recorder, self.rotating_kernels)
         else:

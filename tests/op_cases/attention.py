@@ -142,6 +142,20 @@ def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
     ]
 
 
+def upgraded(cases, upgrade_before_run=0):
+    """The -cpu case of `cases` with the graph's upgrades built before run
+    `upgrade_before_run` (GraphRuntime.build_upgrades, as LanguageModel.load starts it in
+    the browser): calls of several rows before it run sdpa_cpu.wgsl's 2-row kernel, after
+    it the 4-row one."""
+    (case,) = [case for case in cases if case.kernel_set == "cpu"]
+    rows = [q.shape[1] for q, *_ in case.runs]
+    expect = tuple(
+        (run, "sdpa_cpu_rows4" if run >= upgrade_before_run else "sdpa_cpu_rows2") for run, m in enumerate(rows) if m > 1
+    )
+    case_id = case.id.removesuffix("-cpu")
+    return dataclasses.replace(case, id=f"{case_id}-upgraded-cpu", upgrade_before_run=upgrade_before_run, expect_kernels=expect)
+
+
 # Prefill, decode steps, then a multi-token chunk at a later position.
 GQA2 = attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8)
 
@@ -215,6 +229,15 @@ CASES = [
     *rope_attention_case(
         "rope-sdpa-kv-cpu-decode-split", [*consecutive(510, 1, 1, 1), (100, 1)], 516, q_heads=9, kv_heads=3, head_dim=64
     ),
+    # sdpa_cpu.wgsl's 4-row kernel, built after the load: a prefill before the upgrade and
+    # a 3-row chunk after it; SmolLM2-like heads over 40 and 33 rows; the 1B's (4 heads a
+    # quad) over 7 and 66; two quads a kv head over 2 rows (half a quad's rows); one head
+    # a quad.
+    upgraded(GQA2, upgrade_before_run=2),
+    upgraded(rope_attention_case("rope-sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64)),
+    upgraded(attention_case("sdpa-kv-llama-heads-rows", consecutive(7, 1, 66), 80, q_heads=32, kv_heads=8, head_dim=64)),
+    upgraded(rope_attention_case("rope-sdpa-kv-two-quads-hd20", consecutive(3, 1, 1, 2, 1), 12, q_heads=16, kv_heads=2, head_dim=20), 1),
+    upgraded(attention_case("sdpa-kv-mha", consecutive(6, 1, 2), 12, q_heads=2, kv_heads=2, head_dim=16)),
     OpCase(
         "update-cache-alone",
         CacheUpdate(10, 2, 6),
