@@ -521,10 +521,10 @@ class Measurement:
 
 
 async def load(manifest_location, config: dict, pte_data=None, log=print) -> Measurement:
-    """Load the model (timed; "load_s" in the result), wait for its upgrades where it builds
-    them after the load (LanguageModel.upgrades; "upgrades_s": the seconds from the load's
-    end until they were built) and start a Measurement with `config`'s settings: what is
-    measured is the model as it runs from then on."""
+    """Load the model (timed; "load_s" in the result), build its upgrades where it builds
+    them in the background (LanguageModel.start_upgrades, as a chat does after its first
+    reply; "upgrades_s": the seconds they took) and start a Measurement with `config`'s
+    settings: what is measured is the model as it runs from then on."""
     from pywebgpu.llm import LanguageModel
     from pywebgpu.ops import registry
 
@@ -535,10 +535,10 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
         model = await LanguageModel.load(manifest_location, pte_data=pte_data)
         load_s = _now() - started
     load_phases = phases.take(load_s)
-    upgrades_s = None
-    if model.upgrades is not None:
+    upgrades, upgrades_s = model.start_upgrades(), None
+    if upgrades is not None:
         started = _now()
-        await model.upgrades
+        await upgrades
         upgrades_s = _now() - started
     log(
         f"pywebgpu: model loaded in {load_s:.1f} s on {model.graph.device.adapter.description} ("

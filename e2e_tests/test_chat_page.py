@@ -420,29 +420,39 @@ def note_kernels(graph, kernels):
             kernels.update(part.kernel for part, _ in graph.op_parts(index) if isinstance(getattr(part, "kernel", None), str))
         op.resize = resize
 
-async def greedy_reply_after_upgrades(manifest_url, question, max_tokens):
+async def greedy_reply_after_upgrades(manifest_url, first_question, question, max_tokens):
     model = await LanguageModel.load(manifest_url)
+    started_at_load = model.upgrades is not None
+    first = ChatSession(model)
+    async for _ in first.send(first_question, max_tokens=2):
+        pass
+    started_by_the_chat = model.upgrades is not None
     await model.upgrades
     kernels = set()
     note_kernels(model.graph, kernels)
-    chat = ChatSession(model)
+    chat = ChatSession(model)  # a new conversation: prefilled from position 0
     pieces = [piece async for piece in chat.send(question, max_tokens=max_tokens)]
-    return {"text": "".join(pieces), "stats": chat.stats, "kernels": sorted(kernels)}
+    return {
+        "text": "".join(pieces), "stats": chat.stats, "kernels": sorted(kernels),
+        "started_at_load": started_at_load, "started_by_the_chat": started_by_the_chat,
+    }
 """
 
 
 def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_model):
-    """LanguageModel.load in the page builds the graph's faster kernels after the load (on
-    this CPU adapter gemv_rows' 16-row kernel, from 64 rows of x on, and attention's of 4
-    rows a quad); a prompt of over 64 tokens then runs them, and the greedy reply is eager
-    PyTorch's."""
+    """A chat's first reply starts the graph's faster kernels' build in the page, not the
+    load (on this CPU adapter gemv_rows' 16-row kernel, from 64 rows of x on, and
+    attention's of 4 rows a quad); a prompt of over 64 tokens then runs them, and the
+    greedy reply is eager PyTorch's."""
     question = (
         "Here is a short story. A lighthouse keeper lived alone on a rocky island far from the coast. "
         "Every night she climbed the stairs, lit the great lamp and watched the ships pass in the dark. "
         "One winter a storm broke the lamp. What did she do?"
     )
     python_page.load_module("chat_programs", UPGRADED_REPLY_SOURCE)
-    answer = python_page.call("chat_programs", "greedy_reply_after_upgrades", f"/models/{bundled_model.name}", question, MAX_TOKENS)
+    args = (f"/models/{bundled_model.name}", "Hi!", question, MAX_TOKENS)
+    answer = python_page.call("chat_programs", "greedy_reply_after_upgrades", *args)
+    assert not answer["started_at_load"] and answer["started_by_the_chat"]
     assert answer["stats"]["prefilled_tokens"] >= 64, answer["stats"]
     assert {"gemv_rows16", "sdpa_cpu_rows4"} <= set(answer["kernels"]), answer["kernels"]
     assert answer["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)

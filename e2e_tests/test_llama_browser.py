@@ -59,7 +59,7 @@ def test_tiny_llama_long_chunk(python_page, tmp_path_factory, float_dtype):
 
 def test_tiny_llama_upgraded_kernels(python_page, tmp_path_factory):
     """The kernels for CPU adapters, the graph's upgrades built after the prefill and a
-    decode step (as LanguageModel.load builds them here while a chat may run): the
+    decode step (as a chat here starts them after its first reply): the
     70-token call then runs gemv_rows' 16-row kernel."""
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), False, "cpu")
     (answer,) = run_and_check(python_page, "tiny_llama_long.pte", {"cpu": trace}, upgrade_before_run=2)

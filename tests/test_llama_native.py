@@ -49,7 +49,7 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
 
 def test_tiny_llama_upgraded_kernels(tmp_path_factory):
     """The kernels for CPU adapters, the graph's upgrades built after the prefill and a
-    decode step (as LanguageModel.load builds them in the browser while a chat may run):
+    decode step (as a chat in the browser starts them after its first reply):
     the 70-token call then runs gemv_rows' 16-row kernel."""
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), False, "cpu")
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "cpu", upgrade_before_run=2))

@@ -132,8 +132,8 @@ class LanguageModel:
         self.eos_ids = frozenset(token["id"] for token in manifest["special_tokens"]["eos"])
         self.chat_template = ChatTemplate.from_template_string(manifest.get("chat_template"))
         self.decode_block_steps = 1 if graph.device.adapter.is_fallback else DECODE_BLOCK_STEPS
-        # The graph's faster kernels being built after the load (GraphRuntime.build_upgrades),
-        # where the device compiles in the background (the browser); else None.
+        # The graph's faster kernels, being built or built (start_upgrades); None until
+        # they are started, and where the device cannot build them in the background.
         self.upgrades: asyncio.Future | None = None
 
     @classmethod
@@ -146,10 +146,8 @@ class LanguageModel:
         caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
         it takes from its cache or the network, and hashing the bundled model again took
         ~0.3 s of its load on a 2-core machine). A download in the browser is checked as it
-        comes where the manifest has chunk sha256s (_read_model_bytes). Where the device
-        compiles in the background, the model is returned ready and goes on building its
-        faster kernels (`upgrades`; on CPU adapters ~3 s of a core), which it runs once they
-        are built."""
+        comes where the manifest has chunk sha256s (_read_model_bytes). The model is
+        returned ready to run; its faster kernels wait for start_upgrades."""
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
         if pte_data is None:
@@ -163,11 +161,20 @@ class LanguageModel:
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
         graph = await load(device or await request_device(), pte_data)
         await graph.build_top_k()
-        model = cls(graph, tokenizer, manifest)
-        if graph.device.compiles_in_background:
-            model.upgrades = asyncio.ensure_future(graph.build_upgrades())
-            model.upgrades.add_done_callback(_report_failed_upgrades)
-        return model
+        return cls(graph, tokenizer, manifest)
+
+    def start_upgrades(self) -> asyncio.Future | None:
+        """Start building the graph's faster kernels that compile slowly
+        (GraphRuntime.build_upgrades), once, where the device compiles in the background
+        (the browser); the model runs them once they are built. Returns `upgrades` (None
+        where the device cannot: natively, creating a pipeline blocks the thread). On CPU
+        adapters that takes a core for a few seconds (SwiftShader in Chromium: 3.5-4 s), and
+        what the model runs meanwhile runs about half as fast: ChatSession starts it when a
+        reply has ended, while its reader reads."""
+        if self.upgrades is None and self.graph.device.compiles_in_background:
+            self.upgrades = asyncio.ensure_future(self.graph.build_upgrades())
+            self.upgrades.add_done_callback(_report_failed_upgrades)
+        return self.upgrades
 
     async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """Feed `tokens` at `position` (prefill in chunks the program accepts) and return

@@ -144,7 +144,7 @@ def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
 
 def upgraded(cases, upgrade_before_run=0):
     """The -cpu case of `cases` with the graph's upgrades built before run
-    `upgrade_before_run` (GraphRuntime.build_upgrades, as LanguageModel.load starts it in
+    `upgrade_before_run` (GraphRuntime.build_upgrades, as a chat starts it after a reply in
     the browser): calls of several rows before it run sdpa_cpu.wgsl's 2-row kernel, after
     it the 4-row one."""
     (case,) = [case for case in cases if case.kernel_set == "cpu"]

@@ -180,7 +180,7 @@ MLP_ODD_HIDDEN = mlp_cases(
 
 def upgraded(case_id, module, inputs, upgrade_before_run=0, expect_kernels=None, **kwargs):
     """The case run with the kernels for CPU adapters, the graph's upgrades built before
-    run `upgrade_before_run` (GraphRuntime.build_upgrades, as LanguageModel.load starts it
+    run `upgrade_before_run` (GraphRuntime.build_upgrades, as a chat starts it after a reply
     in the browser): from linear.UPGRADE_MIN_M (64) rows of x on, gemv_rows' 16-row
     kernel (`gemv_rows16`; every run of 64 or more rows after the upgrade must run it,
     unless `expect_kernels` says otherwise)."""
