@@ -1,6 +1,8 @@
-"""Chat templates against Jinja rendering of the real templates, and the sampler against
-the softmax it should draw from."""
+"""Chat templates against Jinja rendering of the real templates, the sampler against the
+softmax it should draw from, and the decode rate a chat reports against the step time of
+a stand-in model."""
 
+import asyncio
 import collections
 import importlib.util
 import math
@@ -10,7 +12,7 @@ import types
 import jinja2
 import pytest
 
-from pywebgpu.llm import ChatTemplate, Sampler, SamplingParams
+from pywebgpu.llm import ChatSession, ChatTemplate, Sampler, SamplingParams
 from pywebgpu.llm.chat import BLOCK_MAX_TOKEN_S, decode_block
 
 # Meta-Llama-3-8B-Instruct's chat template.
@@ -113,3 +115,55 @@ def test_decode_steps_go_in_blocks_only_while_tokens_come_fast():
     assert decode_block(model, 3, 2 * slow) == 1
     assert decode_block(model, 40, 39 * slow) == 1
     assert decode_block(types.SimpleNamespace(decode_block_steps=1), 40, 39 * fast) == 1  # a CPU adapter's
+
+
+class QueuedSteps:
+    """A stand-in for LanguageModel whose calls finish one after another, `step_s` apart
+    from their submission on, as a GPU queue runs them: each hands back the next token of
+    `script` (then `eos` for ever) as its top 1. Its tokenizer's ids are bytes."""
+
+    def __init__(self, script: list[int], step_s: float, eos: int = 0):
+        self.script, self.step_s = list(script), step_s
+        self.eos_ids = frozenset([eos])
+        self.max_context = 4096
+        self.decode_block_steps = 1
+        self.chat_template = ChatTemplate("chatml")
+        self.tokenizer = types.SimpleNamespace(encode=lambda text, add_special_tokens: list(text.encode()), decode_bytes=lambda ids, skip: bytes(ids))
+        self.calls = 0
+        self._queue_free_at = 0.0
+
+    def _submitted(self):
+        loop = asyncio.get_running_loop()
+        self._queue_free_at = max(self._queue_free_at, loop.time()) + self.step_s
+        token = self.script[self.calls] if self.calls < len(self.script) else min(self.eos_ids)
+        self.calls += 1
+        done = loop.create_future()
+        loop.call_at(self._queue_free_at, done.set_result, [(0.0, token)])
+        return done
+
+    def start_next_token_candidates(self, tokens, position, k, penalty, penalized_ids, draw):
+        return self._submitted()
+
+    def start_next_steps(self, position, k, draws, penalty):
+        return [self._submitted() for _ in draws]
+
+    def start_upgrades(self):
+        return None
+
+
+@pytest.mark.parametrize("reply, max_tokens", [(b"Paris.", 64), (b"A longer reply, forty bytes, then EOS.", 64), (b"Cut short by max_tokens", 8)])
+def test_decode_rate_is_the_steps_rate(reply, max_tokens):
+    """The reported decode rate is one token per step of the queue, for short replies
+    too: the steps submitted past a reply's EOS (run ahead) are collected, not counted
+    in its time."""
+    step_s = 0.04
+    model = QueuedSteps(list(reply), step_s)
+    chat = ChatSession(model)
+
+    async def run():
+        return "".join([piece async for piece in chat.send("Hi", max_tokens=max_tokens)])
+
+    text = asyncio.run(run())
+    assert text.encode() == reply[:max_tokens]
+    assert model.calls > len(text) + 1 or max_tokens < len(reply)  # steps past the EOS were submitted
+    assert abs(chat.stats["decode_tokens_per_s"] * step_s - 1) < 0.1, chat.stats

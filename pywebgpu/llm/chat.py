@@ -106,6 +106,10 @@ class ChatSession:
         draw = sampler.draw if drawn_on_gpu else lambda: None
         k, penalty = sampling.candidates_needed, sampling.repetition_penalty
         block = 1
+        # Steps read, and when the last was: the decode rate spans the reads from the first
+        # to the one that ended the reply (an EOS included), not the collecting of the
+        # steps submitted past its end.
+        steps_read, last_read = 0, None
 
         # A call the host feeds: to_feed at its position; the penalty's window, the
         # tokens fed (TopK keeps the last PENALIZED_MAX of them).
@@ -125,6 +129,7 @@ class ChatSession:
                         break
                     ahead.extend(model.start_next_steps(position, k, [draw() for _ in range(count)], penalty))
                 candidates = await step
+                steps_read, last_read = steps_read + 1, time.perf_counter()
                 fed.extend(to_feed)
                 token = sampler.drawn(candidates) if drawn_on_gpu else sampler.pick(candidates)
                 if decode_started is None:
@@ -166,8 +171,8 @@ class ChatSession:
         if tail:
             reply += tail
             yield tail
-        elapsed = time.perf_counter() - (decode_started or started)
-        stats["decode_tokens_per_s"] = (stats["decode_tokens"] - 1) / elapsed if stats["decode_tokens"] > 1 and elapsed > 0 else None
+        elapsed = last_read - decode_started if steps_read > 1 else 0
+        stats["decode_tokens_per_s"] = (steps_read - 1) / elapsed if elapsed > 0 else None
         self.messages.append({"role": "assistant", "content": reply})
         # The model's faster kernels compile while the reply is read. Started at the load,
         # they made a first prompt sent at once run about half as fast (the chat page on
