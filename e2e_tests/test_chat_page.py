@@ -150,13 +150,17 @@ def test_greedy_reply_matches_eager_pytorch(chat_page, bundled_model):
 
 
 def test_second_turn_prefills_only_what_is_new(chat_page):
-    first_prompt = int(stats(chat_page)["promptTokens"])
+    first = stats(chat_page)
+    first_prompt, first_reply = int(first["promptTokens"]), int(first["decodeTokens"])
     text, state, numbers = ask(chat_page, "And of Germany?")
     assert state == "done" and text.strip()
     conversation = int(numbers["promptTokens"])
-    assert conversation > first_prompt
-    # The first turn is still in the KV cache: it is not prefilled again.
-    assert 0 < int(numbers["prefilledTokens"]) <= conversation - first_prompt
+    # The first turn, its reply's tokens as generated, is still in the KV cache: only what
+    # the template adds after the reply is prefilled, and the reply's last token where
+    # max_tokens ended it (no step read it; an EOS's step read the one before it).
+    added = conversation - first_prompt - first_reply
+    assert added > 0
+    assert int(numbers["prefilledTokens"]) == added + (first["stopReason"] == "max_tokens")
 
 
 def test_stop_halts_the_stream(chat_page):
@@ -456,6 +460,35 @@ def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_
     assert answer["stats"]["prefilled_tokens"] >= 64, answer["stats"]
     assert {"gemv_rows16", "sdpa_cpu_rows4"} <= set(answer["kernels"]), answer["kernels"]
     assert answer["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+
+
+TWO_TURNS_SOURCE = """
+from pywebgpu.llm import ChatSession, LanguageModel
+
+async def two_turns(manifest_url, first_question, question, max_tokens):
+    model = await LanguageModel.load(manifest_url)
+    chat = ChatSession(model)
+    first = "".join([piece async for piece in chat.send(first_question, max_tokens=max_tokens)])
+    first_stats = chat.stats
+    reencoded = len(model.tokenizer.encode(first, add_special_tokens=False))
+    second = "".join([piece async for piece in chat.send(question, max_tokens=max_tokens)])
+    return {"first_stats": first_stats, "reencoded": reencoded, "stats": chat.stats, "second": second}
+"""
+
+
+def test_next_turn_keeps_a_reply_generated_in_uncommon_pieces(python_page, bundled_model):
+    """The bundled model writes this story's "Whiseland" as "el" "and", where its tokenizer
+    gives "eland": the next turn keeps the reply's tokens as generated (the KV cache holds
+    them), so it prefills only what the chat template adds after the reply, not the
+    reply from that word on."""
+    python_page.load_module("chat_programs", TWO_TURNS_SOURCE)
+    args = (f"/models/{bundled_model.name}", "Write a short story about a lighthouse keeper.", "Write a poem about the sea.", 48)
+    answer = python_page.call("chat_programs", "two_turns", *args)
+    first = answer["first_stats"]
+    assert answer["reencoded"] != first["decode_tokens"], "this reply encodes as generated: pick a question whose reply does not"
+    assert answer["second"].strip()
+    added = answer["stats"]["prompt_tokens"] - first["prompt_tokens"] - first["decode_tokens"]
+    assert answer["stats"]["prefilled_tokens"] == added + (first["stop_reason"] == "max_tokens")
 
 
 # LanguageModel.load's own checks of a .pte handed to it (the chat page's worker hands it a

@@ -117,10 +117,31 @@ def test_decode_steps_go_in_blocks_only_while_tokens_come_fast():
     assert decode_block(types.SimpleNamespace(decode_block_steps=1), 40, 39 * fast) == 1  # a CPU adapter's
 
 
+class ByteTokenizer:
+    """Ids are bytes, but for one merge: b"ab" is 256."""
+
+    def encode(self, text, add_special_tokens):
+        ids = list(text.encode())
+        out = []
+        for byte in ids:
+            if out and out[-1] == ord("a") and byte == ord("b"):
+                out[-1] = 256
+            else:
+                out.append(byte)
+        return out
+
+    def decode_bytes(self, ids, skip_special_tokens=False):
+        return b"".join(b"ab" if i == 256 else bytes([i]) for i in ids)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
 class QueuedSteps:
     """A stand-in for LanguageModel whose calls finish one after another, `step_s` apart
-    from their submission on, as a GPU queue runs them: each hands back the next token of
-    `script` (then `eos` for ever) as its top 1. Its tokenizer's ids are bytes."""
+    from their submission on, as a GPU queue runs them. The call that reads a prompt picks
+    `script`'s first token, each step after it the next one, then `eos` for ever; it keeps
+    what each prompt fed (`feeds`: position, tokens)."""
 
     def __init__(self, script: list[int], step_s: float, eos: int = 0):
         self.script, self.step_s = list(script), step_s
@@ -128,24 +149,29 @@ class QueuedSteps:
         self.max_context = 4096
         self.decode_block_steps = 1
         self.chat_template = ChatTemplate("chatml")
-        self.tokenizer = types.SimpleNamespace(encode=lambda text, add_special_tokens: list(text.encode()), decode_bytes=lambda ids, skip: bytes(ids))
+        self.tokenizer = ByteTokenizer()
         self.calls = 0
+        self.feeds = []
+        self._reply_start = 0
         self._queue_free_at = 0.0
 
-    def _submitted(self):
+    def _submitted(self, picked_at: int):
         loop = asyncio.get_running_loop()
         self._queue_free_at = max(self._queue_free_at, loop.time()) + self.step_s
-        token = self.script[self.calls] if self.calls < len(self.script) else min(self.eos_ids)
+        index = picked_at - self._reply_start
+        token = self.script[index] if index < len(self.script) else min(self.eos_ids)
         self.calls += 1
         done = loop.create_future()
         loop.call_at(self._queue_free_at, done.set_result, [(0.0, token)])
         return done
 
     def start_next_token_candidates(self, tokens, position, k, penalty, penalized_ids, draw):
-        return self._submitted()
+        self.feeds.append((position, list(tokens)))
+        self._reply_start = position + len(tokens)
+        return self._submitted(self._reply_start)
 
     def start_next_steps(self, position, k, draws, penalty):
-        return [self._submitted() for _ in draws]
+        return [self._submitted(position + 1 + i) for i in range(len(draws))]
 
     def start_upgrades(self):
         return None
@@ -167,3 +193,37 @@ def test_decode_rate_is_the_steps_rate(reply, max_tokens):
     assert text.encode() == reply[:max_tokens]
     assert model.calls > len(text) + 1 or max_tokens < len(reply)  # steps past the EOS were submitted
     assert abs(chat.stats["decode_tokens_per_s"] * step_s - 1) < 0.1, chat.stats
+
+
+def test_next_turn_keeps_the_generated_tokens():
+    """A reply generated in pieces the tokenizer would not cut it into ("a" "b" where
+    encoding gives "ab") stays in the next prompt as generated, so that turn prefills
+    only what the template adds after the reply; a reply cut at a stop string is encoded
+    again from its text."""
+    model = QueuedSteps([ord("a"), ord("b"), ord("!")], step_s=0.001)
+    chat = ChatSession(model)
+    encode = lambda text: model.tokenizer.encode(text, add_special_tokens=False)
+
+    async def reply(question, **kwargs):
+        return "".join([piece async for piece in chat.send(question, **kwargs)])
+
+    assert asyncio.run(reply("Hi")) == "ab!"
+    first_prompt = encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    assert model.feeds == [(0, first_prompt)]
+    assert asyncio.run(reply("More")) == "ab!"
+    added = encode("<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n")
+    assert model.feeds[1] == (len(first_prompt) + 3, added)
+    assert chat.stats["prefilled_tokens"] == len(added)
+    assert chat.stats["prompt_tokens"] == len(first_prompt) + 3 + len(added)
+
+    # Cut at a stop string, the reply's text is not what its tokens stand for.
+    assert asyncio.run(reply("Stop", stop=("!",))) == "ab"
+    assert asyncio.run(reply("Again")) == "ab!"
+    whole = encode(
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nab!<|im_end|>\n"
+        "<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\nab!<|im_end|>\n"
+        "<|im_start|>user\nStop<|im_end|>\n<|im_start|>assistant\nab<|im_end|>\n"
+        "<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert chat.stats["prompt_tokens"] == len(whole)
+    assert model.feeds[3] == (len(first_prompt), whole[len(first_prompt) :])

@@ -2,7 +2,11 @@
 
 The KV cache holds the tokens of the conversation so far; a new turn prefills only what
 its prompt adds after the longest prefix already in the cache (past turns are not
-prefilled again), then decodes one token per program call.
+prefilled again), then decodes one token per program call. A turn's prompt keeps the
+tokens the model generated for past replies rather than their text encoded again: a
+model may generate a word in pieces its tokenizer would not cut it into (SmolLM2:
+"el" "and" where encoding gives "eland"), and from such a token on an encoded reply would
+no longer match the cache, and be prefilled again at the next turn.
 
 Decoding runs ahead: further steps are submitted, each taking its input token on the GPU
 from the step before's pick (its top 1, or when sampling the token drawn from its top k on
@@ -60,6 +64,11 @@ class ChatSession:
         self.system_prompt = system_prompt
         self.messages: list[dict] = []
         self._cached_tokens: list[int] = []  # what the KV cache holds, position by position
+        # The conversation's tokens as the model read and generated them (its last prompt
+        # and reply), and the rendered text they stand for; the next prompt extends them
+        # where its text extends that text. Empty: encode the whole prompt.
+        self._history_tokens: list[int] = []
+        self._history_text = ""
         self._cancelled = False
         self.stats: dict = {}
         self.block_max_token_s = BLOCK_MAX_TOKEN_S  # see decode_block
@@ -68,15 +77,22 @@ class ChatSession:
         """A new chat: history cleared; the cache is simply overwritten from position 0."""
         self.messages = []
         self._cached_tokens = []
+        self._history_tokens, self._history_text = [], ""
 
     def cancel(self):
         """Stop the running send() after the token being computed."""
         self._cancelled = True
 
-    def _prompt_tokens(self) -> list[int]:
+    def _prompt(self) -> tuple[str, list[int]]:
+        """The prompt's text and tokens: the history's tokens, then the text the template
+        renders after the history's text, encoded (where it renders that text first; else,
+        e.g. after a reply cut at a stop string, the whole text encoded)."""
         messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + self.messages
+        text = self.model.chat_template.render(messages)
+        history = self._history_text if self._history_tokens and text.startswith(self._history_text) else ""
         # The rendered template already holds every special token (BOS included).
-        return self.model.tokenizer.encode(self.model.chat_template.render(messages), add_special_tokens=False)
+        added = self.model.tokenizer.encode(text[len(history) :], add_special_tokens=False)
+        return text, (self._history_tokens if history else []) + added
 
     async def send(self, text: str, sampling: SamplingParams | None = None, max_tokens: int = 256, stop: tuple = ()):
         """Add a user turn and stream the reply as text pieces (whole UTF-8 characters)."""
@@ -85,7 +101,7 @@ class ChatSession:
         model = self.model
         self._cancelled = False
         self.messages.append({"role": "user", "content": text})
-        prompt = self._prompt_tokens()
+        prompt_text, prompt = self._prompt()
         reused = min(_common_prefix(self._cached_tokens, prompt), len(prompt) - 1)
         self.stats = stats = {"prompt_tokens": len(prompt), "prefilled_tokens": len(prompt) - reused, "decode_tokens": 0}
         if len(prompt) >= model.max_context:
@@ -94,6 +110,7 @@ class ChatSession:
             return
         started = time.perf_counter()
         fed = self._cached_tokens = prompt[:reused]
+        reply_tokens = []
         to_feed = prompt[reused:]
         decoder = StreamDecoder(model.tokenizer)
         reply, held_back = "", ""
@@ -139,6 +156,7 @@ class ChatSession:
                     stats["stop_reason"] = "eos"
                     break
                 stats["decode_tokens"] += 1
+                reply_tokens.append(token)
                 held_back += decoder.push(token)
                 found = [held_back.find(s) for s in stop if s in held_back]
                 if found:
@@ -174,6 +192,12 @@ class ChatSession:
         elapsed = last_read - decode_started if steps_read > 1 else 0
         stats["decode_tokens_per_s"] = (steps_read - 1) / elapsed if elapsed > 0 else None
         self.messages.append({"role": "assistant", "content": reply})
+        # The reply's tokens join the history where they stand for its text (not where a
+        # stop string cut it).
+        if model.tokenizer.decode(reply_tokens) == reply:
+            self._history_tokens, self._history_text = prompt + reply_tokens, prompt_text + reply
+        else:
+            self._history_tokens, self._history_text = [], ""
         # The model's faster kernels compile while the reply is read. Started at the load,
         # they made a first prompt sent at once run about half as fast (the chat page on
         # SwiftShader: first token 1.73 s against 0.85, decoding 3.7 tok/s against 8.1).
