@@ -83,6 +83,15 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, pen
     return reply, margins, lambda tokens: tokenizer.decode(tokens, skip_special_tokens=False)
 
 
+def hf_tokens(manifest_path: Path, text: str) -> list[int]:
+    """`text` encoded by HF tokenizers with the model's tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    manifest = json.loads(manifest_path.read_text())
+    tokenizer = Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
+    return tokenizer.encode(text, add_special_tokens=False).ids
+
+
 @functools.lru_cache(maxsize=None)
 def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> str:
     """The greedy reply (eager_reply's text)."""
@@ -144,6 +153,9 @@ def test_greedy_reply_matches_eager_pytorch(chat_page, bundled_model):
     text, state, numbers = ask(chat_page, question)
     assert state == "done"
     assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+    # The system turn was prefilled after the load (ChatSession.start_prefix): the
+    # question prefilled only its turn's content and the assistant turn's header.
+    assert int(numbers["prefilledTokens"]) == len(hf_tokens(bundled_model, f"{question}<|im_end|>\n<|im_start|>assistant\n"))
     assert numbers["stopReason"] in ("eos", "max_tokens")
     assert float(numbers["ttftS"]) > 0
     assert "first token" in chat_page.inner_text("#stats")

@@ -173,6 +173,9 @@ class QueuedSteps:
     def start_next_steps(self, position, k, draws, penalty):
         return [self._submitted(position + 1 + i) for i in range(len(draws))]
 
+    async def next_token_candidates(self, tokens, position, k, penalty=1.0, penalized_ids=(), draw=None):
+        return await self.start_next_token_candidates(tokens, position, k, penalty, penalized_ids, draw)
+
     def start_upgrades(self):
         return None
 
@@ -227,3 +230,27 @@ def test_next_turn_keeps_the_generated_tokens():
     )
     assert chat.stats["prompt_tokens"] == len(whole)
     assert model.feeds[3] == (len(first_prompt), whole[len(first_prompt) :])
+
+
+def test_start_prefix_prefills_the_template_start_ahead_of_the_first_question():
+    """start_prefix prefills the template's text before the first user turn's content (the
+    system turn, the user turn's header); the first question, sent without waiting for
+    it, prefills only the rest; after a reset it does so again."""
+    model = QueuedSteps([ord("o"), ord("k")], step_s=0.01)
+    chat = ChatSession(model, system_prompt="Be brief.")
+    encode = lambda text: model.tokenizer.encode(text, add_special_tokens=False)
+    start = encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n")
+
+    async def first_turn(question):
+        assert chat.start_prefix() is not None
+        reply = "".join([piece async for piece in chat.send(question)])
+        assert chat.start_prefix() is None  # the chat has started
+        return reply
+
+    assert asyncio.run(first_turn("Hi")) == "ok"
+    rest = encode("Hi<|im_end|>\n<|im_start|>assistant\n")
+    assert model.feeds == [(0, start), (len(start), rest)]
+    assert chat.stats["prefilled_tokens"] == len(rest) and chat.stats["prompt_tokens"] == len(start) + len(rest)
+    chat.reset()
+    assert asyncio.run(first_turn("Yo")) == "ok"
+    assert model.feeds[2:] == [(0, start), (len(start), encode("Yo<|im_end|>\n<|im_start|>assistant\n"))]

@@ -57,6 +57,9 @@ class ChatWorker:
             post_error(error)
             return
         self.chat = ChatSession(self.model, system_prompt or None)
+        # The system turn is prefilled while the reader types: the first question then
+        # prefills only itself (send waits for it).
+        self.chat.start_prefix()
         device = self.model.graph.device
         # A device lost while idle must reach the page too, not only the next send().
         self._on_lost = create_proxy(lambda info: post(type="error", kind="device-lost", message=f"the GPU device was lost: {info.message or info.reason}"))
@@ -85,6 +88,7 @@ class ChatWorker:
             # A different system prompt changes the conversation from its first token on:
             # a new session; it overwrites the KV cache from position 0.
             self.chat = ChatSession(self.model, system_prompt)
+        self.chat.start_prefix()
 
 
 chat_worker = ChatWorker()
