@@ -251,6 +251,9 @@ def test_start_prefix_prefills_the_template_start_ahead_of_the_first_question():
     rest = encode("Hi<|im_end|>\n<|im_start|>assistant\n")
     assert model.feeds == [(0, start), (len(start), rest)]
     assert chat.stats["prefilled_tokens"] == len(rest) and chat.stats["prompt_tokens"] == len(start) + len(rest)
+    # Sent at once, the question waited for the prefix's call: its time to the first token
+    # spans both calls.
+    assert chat.stats["time_to_first_token_s"] >= 2 * model.step_s
     chat.reset()
     assert asyncio.run(first_turn("Yo")) == "ok"
     assert model.feeds[2:] == [(0, start), (len(start), encode("Yo<|im_end|>\n<|im_start|>assistant\n"))]
