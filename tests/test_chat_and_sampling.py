@@ -1,6 +1,6 @@
 """Chat templates against Jinja rendering of the real templates, the sampler against the
-softmax it should draw from, and the decode rate a chat reports against the step time of
-a stand-in model."""
+softmax it should draw from, and a chat's prompts and reported decode rate against a
+stand-in model (what it was fed, its step time)."""
 
 import asyncio
 import collections
