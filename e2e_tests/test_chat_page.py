@@ -161,18 +161,18 @@ def test_greedy_reply_matches_eager_pytorch(chat_page, bundled_model):
     assert "first token" in chat_page.inner_text("#stats")
 
 
-def test_second_turn_prefills_only_what_is_new(chat_page):
+def test_second_turn_prefills_only_what_is_new(chat_page, bundled_model):
     first = stats(chat_page)
     first_prompt, first_reply = int(first["promptTokens"]), int(first["decodeTokens"])
     text, state, numbers = ask(chat_page, "And of Germany?")
     assert state == "done" and text.strip()
-    conversation = int(numbers["promptTokens"])
-    # The first turn, its reply's tokens as generated, is still in the KV cache: only what
-    # the template adds after the reply is prefilled, and the reply's last token where
-    # max_tokens ended it (no step read it; an EOS's step read the one before it).
-    added = conversation - first_prompt - first_reply
-    assert added > 0
-    assert int(numbers["prefilledTokens"]) == added + (first["stopReason"] == "max_tokens")
+    # The first turn, its reply's tokens as generated, is still in the KV cache, and the
+    # end of the reply's turn and the next user turn's header were prefilled after the
+    # reply (ChatSession.start_prefix): the question prefilled only its turn's rest.
+    between = hf_tokens(bundled_model, "<|im_end|>\n<|im_start|>user\n")
+    rest = hf_tokens(bundled_model, "And of Germany?<|im_end|>\n<|im_start|>assistant\n")
+    assert int(numbers["promptTokens"]) == first_prompt + first_reply + len(between) + len(rest)
+    assert int(numbers["prefilledTokens"]) == len(rest)
 
 
 def test_stop_halts_the_stream(chat_page):

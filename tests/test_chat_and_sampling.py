@@ -232,28 +232,45 @@ def test_next_turn_keeps_the_generated_tokens():
     assert model.feeds[3] == (len(first_prompt), whole[len(first_prompt) :])
 
 
-def test_start_prefix_prefills_the_template_start_ahead_of_the_first_question():
-    """start_prefix prefills the template's text before the first user turn's content (the
-    system turn, the user turn's header); the first question, sent without waiting for
-    it, prefills only the rest; after a reset it does so again."""
+def test_start_prefix_prefills_the_next_prompts_start():
+    """start_prefix prefills the template's text before the next user turn's content: at
+    the chat's start the system turn and the user turn's header, after a reply the end of
+    its turn and the next header; the question, sent without waiting for it, prefills
+    only the rest. Not during a reply; one reply at a time."""
     model = QueuedSteps([ord("o"), ord("k")], step_s=0.01)
     chat = ChatSession(model, system_prompt="Be brief.")
     encode = lambda text: model.tokenizer.encode(text, add_special_tokens=False)
     start = encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n")
 
-    async def first_turn(question):
-        assert chat.start_prefix() is not None
-        reply = "".join([piece async for piece in chat.send(question)])
-        assert chat.start_prefix() is None  # the chat has started
-        return reply
+    async def turn(question):
+        prefix = chat.start_prefix()
+        pieces = []
+        async for piece in chat.send(question):
+            pieces.append(piece)
+            with pytest.raises(RuntimeError, match="between replies"):
+                chat.start_prefix()
+            with pytest.raises(RuntimeError, match="one reply at a time"):
+                await chat.send("Too soon").__anext__()
+        assert prefix.done()
+        return "".join(pieces)
 
-    assert asyncio.run(first_turn("Hi")) == "ok"
+    assert asyncio.run(turn("Hi")) == "ok"
     rest = encode("Hi<|im_end|>\n<|im_start|>assistant\n")
     assert model.feeds == [(0, start), (len(start), rest)]
     assert chat.stats["prefilled_tokens"] == len(rest) and chat.stats["prompt_tokens"] == len(start) + len(rest)
     # Sent at once, the question waited for the prefix's call: its time to the first token
     # spans both calls.
     assert chat.stats["time_to_first_token_s"] >= 2 * model.step_s
+
+    # After the reply (both its tokens fed: the EOS's step read the second), the end of its
+    # turn and the next header; then the question's rest.
+    assert asyncio.run(turn("Yo")) == "ok"
+    cached = len(start) + len(rest) + 2
+    between = encode("<|im_end|>\n<|im_start|>user\n")
+    second_rest = encode("Yo<|im_end|>\n<|im_start|>assistant\n")
+    assert model.feeds[2:] == [(cached, between), (cached + len(between), second_rest)]
+    assert chat.stats["prefilled_tokens"] == len(second_rest)
+
     chat.reset()
-    assert asyncio.run(first_turn("Yo")) == "ok"
-    assert model.feeds[2:] == [(0, start), (len(start), encode("Yo<|im_end|>\n<|im_start|>assistant\n"))]
+    assert asyncio.run(turn("Hi")) == "ok"
+    assert model.feeds[4:] == [(0, start), (len(start), rest)]

@@ -75,6 +75,8 @@ class ChatWorker:
             post_error(error, request_id)
             return
         post(type="done", id=request_id, stats=dict(self.chat.stats))
+        # The reply's turn's end and the next user turn's header, while the reader reads.
+        self.chat.start_prefix()
 
     def cancel(self):
         if self.chat:

@@ -7,8 +7,8 @@ tokens the model generated for past replies rather than their text encoded again
 model may generate a word in pieces its tokenizer would not cut it into (SmolLM2:
 "el" "and" where encoding gives "eland"), and from such a token on an encoded reply would
 no longer match the cache, and be prefilled again at the next turn. `start_prefix`
-prefills a chat's first prompt's start (the system turn and the user turn's header) ahead
-of its first question, which then prefills only itself.
+prefills the next prompt's start (the template's text before the next user turn's
+content) ahead of the question, which then prefills only itself.
 
 Decoding runs ahead: further steps are submitted, each taking its input token on the GPU
 from the step before's pick (its top 1, or when sampling the token drawn from its top k on
@@ -78,6 +78,7 @@ class ChatSession:
         self._history_tokens: list[int] = []
         self._history_text = ""
         self._prefilling: asyncio.Future | None = None  # start_prefix's, until send awaits it
+        self._sending = False
         self._cancelled = False
         self.stats: dict = {}
         self.block_max_token_s = BLOCK_MAX_TOKEN_S  # see decode_block
@@ -88,52 +89,64 @@ class ChatSession:
         self._cached_tokens = []
         self._history_tokens, self._history_text = [], ""
 
-    def start_prefix(self) -> asyncio.Future | None:
-        """At a chat's start (none sent since the session or its reset), start prefilling
-        what every first prompt begins with: the template's text before the first user
-        turn's content (the system turn, the user turn's header), so that the first
-        question prefills only itself and the assistant turn's header (SmolLM2 in the chat
-        page: 13 of the first question's 37 tokens; on SwiftShader its first token after
-        0.36 s instead of 0.72-0.78, once the prefix is done). `send` waits for it.
-        Returns the prefill (None where the chat has started)."""
-        if self.messages or self._history_tokens:
-            return None
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
-            {"role": "user", "content": _CONTENT_MARK}
-        ]
-        rendered = self.model.chat_template.render(messages)
-        text = rendered[: rendered.index(_CONTENT_MARK)]
-        tokens = self.model.tokenizer.encode(text, add_special_tokens=False)
-        if not tokens:
-            return None
-        self._history_tokens, self._history_text = tokens, text
-        self._prefilling = asyncio.ensure_future(self._prefill(tokens, self._prefilling))
+    def start_prefix(self) -> asyncio.Future:
+        """Start prefilling what the next prompt begins with, whatever the question: the
+        template's text before the next user turn's content (at a chat's start the system
+        turn and the user turn's header; after a reply, the end of the reply's turn and
+        the next user turn's header), so that the question prefills only itself and the
+        assistant turn's header (SmolLM2's first question in the chat page: 13 of its 37
+        tokens; on SwiftShader its first token after 0.36 s instead of 0.72-0.78 once the
+        prefix is done). Between replies only; `send` waits for it. Returns the prefill."""
+        if self._sending:
+            raise RuntimeError("start_prefix() during a reply: call it between replies")
+        self._prefilling = asyncio.ensure_future(self._prefill_prefix(self._prefilling))
         return self._prefilling
 
-    async def _prefill(self, tokens: list[int], before: asyncio.Future | None):
+    async def _prefill_prefix(self, before: asyncio.Future | None):
         if before is not None:
             await before
-        self._cached_tokens = []  # until the cache holds them
-        await self.model.next_token_candidates(tokens, 0, 1)
-        self._cached_tokens = list(tokens)
+        rendered = self._render(self.messages + [{"role": "user", "content": _CONTENT_MARK}])
+        text = rendered[: rendered.index(_CONTENT_MARK)]
+        tokens = self._encoded(text)
+        self._history_tokens, self._history_text = tokens, text
+        reused = _common_prefix(self._cached_tokens, tokens)
+        if reused < len(tokens):
+            self._cached_tokens = tokens[:reused]  # until the cache holds the rest
+            await self.model.next_token_candidates(tokens[reused:], reused, 1)
+            self._cached_tokens = tokens
 
     def cancel(self):
         """Stop the running send() after the token being computed."""
         self._cancelled = True
 
-    def _prompt(self) -> tuple[str, list[int]]:
-        """The prompt's text and tokens: the history's tokens, then the text the template
-        renders after the history's text, encoded (where it renders that text first; else,
-        e.g. after a reply cut at a stop string, the whole text encoded)."""
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + self.messages
-        text = self.model.chat_template.render(messages)
+    def _render(self, messages: list[dict]) -> str:
+        """The template's text of the chat `messages` (after the system turn, if any)."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return self.model.chat_template.render(system + messages)
+
+    def _encoded(self, text: str) -> list[int]:
+        """The tokens of rendered `text`: the history's tokens, then the text after the
+        history's text, encoded (where `text` begins with it; else, e.g. after a reply cut
+        at a stop string, the whole text encoded)."""
         history = self._history_text if self._history_tokens and text.startswith(self._history_text) else ""
         # The rendered template already holds every special token (BOS included).
         added = self.model.tokenizer.encode(text[len(history) :], add_special_tokens=False)
-        return text, (self._history_tokens if history else []) + added
+        return (self._history_tokens if history else []) + added
 
     async def send(self, text: str, sampling: SamplingParams | None = None, max_tokens: int = 256, stop: tuple = ()):
         """Add a user turn and stream the reply as text pieces (whole UTF-8 characters)."""
+        if self._sending:
+            raise RuntimeError("send() while a reply is streaming: one reply at a time")
+        self._sending = True
+        reply = self._reply(text, sampling, max_tokens, stop)
+        try:
+            async for piece in reply:
+                yield piece
+        finally:
+            await reply.aclose()  # a reply left unread collects its steps now
+            self._sending = False
+
+    async def _reply(self, text: str, sampling: SamplingParams | None, max_tokens: int, stop: tuple):
         sampling = sampling or SamplingParams()
         sampler = Sampler(sampling)
         model = self.model
@@ -144,7 +157,8 @@ class ChatSession:
             await prefilling
         self._cancelled = False
         self.messages.append({"role": "user", "content": text})
-        prompt_text, prompt = self._prompt()
+        prompt_text = self._render(self.messages)
+        prompt = self._encoded(prompt_text)
         reused = min(_common_prefix(self._cached_tokens, prompt), len(prompt) - 1)
         self.stats = stats = {"prompt_tokens": len(prompt), "prefilled_tokens": len(prompt) - reused, "decode_tokens": 0}
         if len(prompt) >= model.max_context:
