@@ -166,6 +166,8 @@ class QueuedSteps:
         return done
 
     def start_next_token_candidates(self, tokens, position, k, penalty, penalized_ids, draw):
+        if position + len(tokens) > self.max_context:  # as LanguageModel refuses them
+            raise ValueError(f"{position + len(tokens)} tokens exceed the model's context of {self.max_context}")
         self.feeds.append((position, list(tokens)))
         self._reply_start = position + len(tokens)
         return self._submitted(self._reply_start)
@@ -274,3 +276,22 @@ def test_start_prefix_prefills_the_next_prompts_start():
     chat.reset()
     assert asyncio.run(turn("Hi")) == "ok"
     assert model.feeds[4:] == [(0, start), (len(start), rest)]
+
+
+def test_start_prefix_leaves_a_full_context_to_send():
+    """A prefix that the context cannot hold is not prefilled: the question then ends at
+    once with stop_reason "context_full", as without the prefix."""
+    model = QueuedSteps([ord("o"), ord("k")], step_s=0.001)
+    chat = ChatSession(model)
+    encode = lambda text: model.tokenizer.encode(text, add_special_tokens=False)
+    first = encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    model.max_context = len(first) + 2 + len(encode("<|im_end|>\n<|im_start|>user\n"))
+
+    async def turn(question):
+        chat.start_prefix()
+        return "".join([piece async for piece in chat.send(question)])
+
+    assert asyncio.run(turn("Hi")) == "ok"
+    assert asyncio.run(turn("More")) == ""
+    assert chat.stats["stop_reason"] == "context_full"
+    assert len(model.feeds) == 2  # the first prompt in two calls; nothing after the reply

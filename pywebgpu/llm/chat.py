@@ -110,7 +110,8 @@ class ChatSession:
         tokens = self._encoded(text)
         self._history_tokens, self._history_text = tokens, text
         reused = _common_prefix(self._cached_tokens, tokens)
-        if reused < len(tokens):
+        # A prefix the context cannot hold is left to send, which ends at it (context_full).
+        if reused < len(tokens) < self.model.max_context:
             self._cached_tokens = tokens[:reused]  # until the cache holds the rest
             await self.model.next_token_candidates(tokens[reused:], reused, 1)
             self._cached_tokens = tokens
