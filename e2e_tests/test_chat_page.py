@@ -49,8 +49,9 @@ def _eager():
     return build_bundled_eager()
 
 
-def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0):
-    """The reply to a one-question chat: ChatML prompt through Jinja and HF tokenizers
+def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0, system: str | None = None):
+    """The reply to a one-question chat (after a `system` turn, if any; else the
+    template's default one): ChatML prompt through Jinja and HF tokenizers
     (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch, each
     token `choose(logits)`'s (token, margin) after a repetition `penalty` on the last
     PENALIZED_MAX tokens fed, up to EOS or `max_tokens` tokens, as ChatSession.send
@@ -61,7 +62,8 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, pen
     manifest = json.loads(manifest_path.read_text())
     tokenizer = Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
     prompt = jinja2.Environment().from_string(manifest["chat_template"]).render(
-        messages=[{"role": "user", "content": question}], add_generation_prompt=True
+        messages=([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}],
+        add_generation_prompt=True,
     )
     ids = tokenizer.encode(prompt, add_special_tokens=False).ids
     eos = {token["id"] for token in manifest["special_tokens"]["eos"]}
@@ -93,9 +95,9 @@ def hf_tokens(manifest_path: Path, text: str) -> list[int]:
 
 
 @functools.lru_cache(maxsize=None)
-def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int) -> str:
+def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int, system: str | None = None) -> str:
     """The greedy reply (eager_reply's text)."""
-    reply, _, decode = eager_reply(manifest_path, question, max_tokens, lambda logits: (int(logits.argmax()), 1.0))
+    reply, _, decode = eager_reply(manifest_path, question, max_tokens, lambda logits: (int(logits.argmax()), 1.0), system=system)
     return decode(reply)
 
 
@@ -173,6 +175,20 @@ def test_second_turn_prefills_only_what_is_new(chat_page, bundled_model):
     rest = hf_tokens(bundled_model, "And of Germany?<|im_end|>\n<|im_start|>assistant\n")
     assert int(numbers["promptTokens"]) == first_prompt + first_reply + len(between) + len(rest)
     assert int(numbers["prefilledTokens"]) == len(rest)
+
+
+def test_new_chat_with_a_system_prompt_matches_eager_pytorch(chat_page, bundled_model):
+    """A new chat takes the system prompt typed in the settings: its greedy reply is eager
+    PyTorch's after that system turn, which was prefilled before the question."""
+    system, question = "You are a pirate. Answer briefly.", "What is the capital of France?"
+    set_system_prompt = "(e, value) => { e.value = value; e.dispatchEvent(new Event('input')); }"
+    chat_page.eval_on_selector("#system-prompt", set_system_prompt, system)
+    chat_page.click("#new-chat")
+    text, state, numbers = ask(chat_page, question)
+    assert state == "done"
+    assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS, system)
+    assert int(numbers["prefilledTokens"]) == len(hf_tokens(bundled_model, f"{question}<|im_end|>\n<|im_start|>assistant\n"))
+    chat_page.eval_on_selector("#system-prompt", set_system_prompt, "")  # the default again, from the next new chat
 
 
 def test_stop_halts_the_stream(chat_page):
