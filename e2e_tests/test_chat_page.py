@@ -49,6 +49,14 @@ def _eager():
     return build_bundled_eager()
 
 
+def hf_tokenizer(manifest_path: Path):
+    """HF tokenizers' Tokenizer from the model's tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    manifest = json.loads(manifest_path.read_text())
+    return Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
+
+
 def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0, system: str | None = None):
     """The reply to a one-question chat (after a `system` turn, if any; else the
     template's default one): ChatML prompt through Jinja and HF tokenizers
@@ -57,10 +65,9 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, pen
     PENALIZED_MAX tokens fed, up to EOS or `max_tokens` tokens, as ChatSession.send
     counts them. Returns (tokens, margins, HF tokenizers' decode)."""
     import jinja2
-    from tokenizers import Tokenizer
 
     manifest = json.loads(manifest_path.read_text())
-    tokenizer = Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
+    tokenizer = hf_tokenizer(manifest_path)
     prompt = jinja2.Environment().from_string(manifest["chat_template"]).render(
         messages=([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}],
         add_generation_prompt=True,
@@ -87,11 +94,7 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, pen
 
 def hf_tokens(manifest_path: Path, text: str) -> list[int]:
     """`text` encoded by HF tokenizers with the model's tokenizer.json."""
-    from tokenizers import Tokenizer
-
-    manifest = json.loads(manifest_path.read_text())
-    tokenizer = Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
-    return tokenizer.encode(text, add_special_tokens=False).ids
+    return hf_tokenizer(manifest_path).encode(text, add_special_tokens=False).ids
 
 
 @functools.lru_cache(maxsize=None)
