@@ -249,9 +249,9 @@ class ChatSession:
         elapsed = last_read - decode_started if steps_read > 1 else 0
         stats["decode_tokens_per_s"] = (steps_read - 1) / elapsed if elapsed > 0 else None
         self.messages.append({"role": "assistant", "content": reply})
-        # The reply's tokens join the history where they stand for its text (not where a
-        # stop string cut it).
-        if model.tokenizer.decode(reply_tokens) == reply:
+        # The reply's tokens join the history where they stand for its text (the stream
+        # decoder's pieces are their text), not where a stop string cut it.
+        if stats["stop_reason"] != "stop_string":
             self._history_tokens, self._history_text = prompt + reply_tokens, prompt_text + reply
         else:
             self._history_tokens, self._history_text = [], ""
