@@ -97,6 +97,12 @@ def hf_tokens(manifest_path: Path, text: str) -> list[int]:
     return hf_tokenizer(manifest_path).encode(text, add_special_tokens=False).ids
 
 
+def user_turn_rest(manifest_path: Path, question: str) -> list[int]:
+    """What a question prefills once its prompt's start is in the KV cache: its text, the
+    end of its turn and the assistant turn's header (ChatML), by HF tokenizers."""
+    return hf_tokens(manifest_path, f"{question}<|im_end|>\n<|im_start|>assistant\n")
+
+
 @functools.lru_cache(maxsize=None)
 def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int, system: str | None = None) -> str:
     """The greedy reply (eager_reply's text)."""
@@ -160,7 +166,7 @@ def test_greedy_reply_matches_eager_pytorch(chat_page, bundled_model):
     assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
     # The system turn was prefilled after the load (ChatSession.start_prefix): the
     # question prefilled only its turn's content and the assistant turn's header.
-    assert int(numbers["prefilledTokens"]) == len(hf_tokens(bundled_model, f"{question}<|im_end|>\n<|im_start|>assistant\n"))
+    assert int(numbers["prefilledTokens"]) == len(user_turn_rest(bundled_model, question))
     assert numbers["stopReason"] in ("eos", "max_tokens")
     assert float(numbers["ttftS"]) > 0
     assert "first token" in chat_page.inner_text("#stats")
@@ -175,7 +181,7 @@ def test_second_turn_prefills_only_what_is_new(chat_page, bundled_model):
     # end of the reply's turn and the next user turn's header were prefilled after the
     # reply (ChatSession.start_prefix): the question prefilled only its turn's rest.
     between = hf_tokens(bundled_model, "<|im_end|>\n<|im_start|>user\n")
-    rest = hf_tokens(bundled_model, "And of Germany?<|im_end|>\n<|im_start|>assistant\n")
+    rest = user_turn_rest(bundled_model, "And of Germany?")
     assert int(numbers["promptTokens"]) == first_prompt + first_reply + len(between) + len(rest)
     assert int(numbers["prefilledTokens"]) == len(rest)
 
@@ -190,7 +196,7 @@ def test_new_chat_with_a_system_prompt_matches_eager_pytorch(chat_page, bundled_
     text, state, numbers = ask(chat_page, question)
     assert state == "done"
     assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS, system)
-    assert int(numbers["prefilledTokens"]) == len(hf_tokens(bundled_model, f"{question}<|im_end|>\n<|im_start|>assistant\n"))
+    assert int(numbers["prefilledTokens"]) == len(user_turn_rest(bundled_model, question))
     chat_page.eval_on_selector("#system-prompt", set_system_prompt, "")  # the default again, from the next new chat
 
 
