@@ -28,6 +28,7 @@ from .device import (
     ShaderError,
     linear_grid,
 )
+from .js_data import is_js_buffer
 
 IN_BROWSER = sys.platform == "emscripten"
 
@@ -60,6 +61,7 @@ __all__ = [
     "Pipeline",
     "Recorder",
     "ShaderError",
+    "is_js_buffer",
     "linear_grid",
     "request_device",
 ]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import array
-
 import js
 from pyodide.code import run_js
-from pyodide.ffi import JsException, JsProxy, create_proxy, to_js
+from pyodide.ffi import JsException, create_proxy, to_js
 
+from .js_data import is_js_buffer
 from .device import (
     OPTIONAL_FEATURES,
     REQUESTED_LIMITS,
@@ -107,17 +106,6 @@ _WRITE_RANGES_JS = """
   for (let i = 0; i < ranges.length; i += 3) queue.writeBuffer(buffer, ranges[i], data, ranges[i + 1], ranges[i + 2]);
 }
 """
-
-
-# Python's own byte containers, ruled out before asking whether data is a JS object:
-# isinstance against JsProxy runs Python code in Pyodide (its metaclass's
-# __instancecheck__), and a decode step's small writes ask it twice each.
-_PYTHON_BYTES = (bytes, bytearray, memoryview, array.array)
-
-
-def _is_js(data) -> bool:
-    """Whether `data` is a JS object (an ArrayBuffer or typed array), not Python bytes."""
-    return not isinstance(data, _PYTHON_BYTES) and isinstance(data, JsProxy)
 
 
 def _byte_view(data):
@@ -248,13 +236,13 @@ class BrowserDevice(Device):
         return finish
 
     def _js_bytes_length(self, data):
-        return data.byteLength if _is_js(data) else None
+        return data.byteLength if is_js_buffer(data) else None
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
-        from_js = type(data) is not bytes and _is_js(data)
+        from_js = type(data) is not bytes and is_js_buffer(data)
         if not from_js and size <= HELD_WRITE_BYTES:
             if self._held_bytes + size > HELD_DATA_CAPACITY:
                 self._hand_over_writes()
@@ -271,7 +259,7 @@ class BrowserDevice(Device):
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
     def _raw_write_buffer_ranges(self, buffer, data, ranges):
-        if type(data) is bytes or not _is_js(data):
+        if type(data) is bytes or not is_js_buffer(data):
             super()._raw_write_buffer_ranges(buffer, data, ranges)
             return
         self._hand_over_writes()

@@ -8,7 +8,7 @@ import importlib.resources
 import sys
 from pathlib import PurePosixPath
 
-from ..gpu import IN_BROWSER, Device, request_device
+from ..gpu import IN_BROWSER, Device, is_js_buffer, request_device
 from ..runtime import HostTensor, load
 from .chat_template import ChatTemplate
 from .manifest import ModelFileError, parse_manifest
@@ -104,7 +104,7 @@ async def _sha256_hex(data) -> str:
 
 
 def _byte_length(data) -> int:
-    return data.byteLength if hasattr(data, "byteLength") else len(data)
+    return data.byteLength if is_js_buffer(data) else len(data)
 
 
 # Decode steps a chat submits together on a GPU (start_next_steps): one submission, JS call

@@ -4,7 +4,7 @@ block of the output."""
 
 from __future__ import annotations
 
-from ..runtime.values import Tensor, ValueList
+from ..values import Tensor, ValueList
 from .indexing import StridedCopy, check_dims, check_word_sized
 from .registry import OpHandler, contiguous_strides, register
 

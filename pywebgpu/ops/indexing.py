@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from ..runtime.values import Tensor, ValueList, numel
+from ..values import Tensor, ValueList, numel
 from .registry import OpHandler, OpPart, contiguous_strides, linear_grid, padded_dims, register
 
 MAX_DIMS = 8

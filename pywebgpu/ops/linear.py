@@ -24,7 +24,7 @@ from functools import cache
 
 from ..gpu import STORAGE_USAGE, linear_grid
 from ..kernels import QUAD_DIRECTIVES, load_wgsl
-from ..runtime.values import Tensor, ValueList, numel
+from ..values import Tensor, ValueList, numel
 from .registry import OpHandler, pack_u32, register
 
 # Mirrors of constants in the kernels.

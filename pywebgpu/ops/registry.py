@@ -27,7 +27,7 @@ import struct
 
 from ..gpu import UNIFORM_USAGE, GPUError, linear_grid
 from ..kernels import load_wgsl
-from ..runtime.values import SymInt, Tensor, ValueList
+from ..values import SymInt, Tensor, ValueList
 
 HANDLERS: dict[str, type] = {}
 # Ops with kernels for two kinds of adapter pick them by the device's adapter: "cpu" for

@@ -13,7 +13,7 @@ outputs (ops/attention.py, RopeSdpaWithKvCache)."""
 from __future__ import annotations
 
 from ..gpu import UNIFORM_USAGE
-from ..runtime.values import SymInt, Tensor, ValueList
+from ..values import SymInt, Tensor, ValueList
 from .registry import OpHandler, linear_grid, pack_u32, register
 
 WORKGROUP_SIZE = 256

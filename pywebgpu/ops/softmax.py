@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.values import numel
+from ..values import numel
 from .registry import OpHandler, linear_grid, pack_u32, register
 
 

@@ -5,7 +5,7 @@ copy of the live bytes."""
 
 from __future__ import annotations
 
-from ..runtime.values import numel
+from ..values import numel
 from .registry import OpHandler, register
 
 

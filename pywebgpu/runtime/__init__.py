@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from .. import pte
-from ..gpu import Device
+from ..gpu import Device, is_js_buffer
 from .graph import GraphRuntime, HostTensor
 
 
@@ -30,13 +30,9 @@ class JsArrayBufferSource:
         return js.Uint8Array.new(self.array_buffer, offset, size).to_bytes()
 
 
-def _is_js_buffer(data) -> bool:
-    return type(data).__name__.startswith("Js") and hasattr(data, "byteLength")
-
-
 async def load(device: Device, data, method: str = "forward") -> GraphRuntime:
     """Read a .pte (bytes-like, or a JS ArrayBuffer in the browser) and build its graph."""
-    source = JsArrayBufferSource(data) if _is_js_buffer(data) else data
+    source = JsArrayBufferSource(data) if is_js_buffer(data) else data
     program = pte.load_program(source)
     graph = GraphRuntime(device, program.vulkan_graph(method), data)
     await graph.build()

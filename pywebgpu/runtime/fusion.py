@@ -53,7 +53,7 @@ place of the last op of its pattern, where all its inputs exist.
 
 from __future__ import annotations
 
-from .values import Tensor, ValueList
+from ..values import Tensor, ValueList
 
 # The ops are imported where used: they import runtime.values, so importing them with
 # this module would be circular.
@@ -90,7 +90,7 @@ def _fuse_rope_tables(graph):
     from ..ops.rope import ApplyRotaryEmb, RotaryEmbAtPosition
     from ..ops.symint import SymArithmetic
     from ..ops.view import ContiguousCopy
-    from .values import SymInt
+    from ..values import SymInt
 
     writers = {op.out.id: op for op in graph.ops if isinstance(op, (SliceCopy, ContiguousCopy))}
 

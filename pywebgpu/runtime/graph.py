@@ -32,14 +32,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .. import pte
-from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError
+from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError, is_js_buffer
 # The module, not its names: ops.registry imports runtime.values, so importing names here
 # would be circular.
 from ..ops import load_all_ops, registry
 from ..ops.topk import TopK
 from ..ops.widen import HalfWidener, widen_on_host
 from .fusion import constant_aliases, fuse, readers
-from .values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
+from ..values import DTYPE_SIZES, SymInt, Tensor, ValueList, numel
 
 # Input dtypes as the caller gives them → how they are staged on the GPU. ExecuTorch's
 # Vulkan graphs take int64 token ids and positions narrowed to int32.
@@ -391,7 +391,7 @@ class GraphRuntime:
         return widen_on_host(data) if _widened(source) else data
 
     def _read_bytes(self, offset, size):
-        if hasattr(self._data, "to_py"):  # a JS ArrayBuffer in the browser
+        if is_js_buffer(self._data):
             import js
 
             return js.Uint8Array.new(self._data, offset, size).to_bytes()

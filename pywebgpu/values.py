@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..gpu import Buffer
+from .gpu import Buffer
 
 DTYPE_SIZES = {"float32": 4, "float16": 2, "int32": 4, "int8": 1, "uint8": 1, "bool": 1, "int64": 8}
 
