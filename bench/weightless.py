@@ -5,7 +5,7 @@ the .pte is gzip'd, so a Llama-3.2-1B-geometry program (810 MB) travels as a few
 Kernel speed does not depend on the weight values (no kernel branches on data), so the
 weightless program times the same as the real one; its tokens are meaningless.
 
-    .venv/bin/python -m devtools.weightless llama1b/model.pte OUT_DIR
+    .venv/bin/python -m bench.weightless llama1b/model.pte OUT_DIR
 
 writes OUT_DIR/<name>.pte.gz, OUT_DIR/<name>.json (the manifest, with the size and
 sha256s of the unpacked file) and the tokenizer file the manifest names. A manifest that names no tokenizer (random-weight
@@ -27,7 +27,7 @@ from pywebgpu.llm.manifest import pte_entry
 from pywebgpu.pte import load_program
 from pywebgpu.pte.reader import TensorValue
 
-from .bench import MANIFEST
+from .options import MANIFEST
 
 # 0x3C3C3C3C is 0.0115 as f32 (a finite, ordinary scale), and nibble 12 as 4-bit weights.
 FILL_BYTE = 0x3C
@@ -52,7 +52,7 @@ def weightless(data: bytes) -> bytes:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.weightless", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.weightless", description=__doc__.split("\n\n")[0])
     parser.add_argument("pte", type=Path, help="the exported .pte (its manifest <stem>.json beside it)")
     parser.add_argument("out_dir", type=Path)
     args = parser.parse_args(argv)

@@ -1,14 +1,15 @@
-"""The speed benchmark (devtools/bench.py) in the browser where no Playwright drives it:
-a GPU machine with only a bare Chromium build (see BENCHMARKS.md). Serves web/ on
-127.0.0.1, starts Chromium on bench.html?unattended, which fetches its config from this
-server and POSTs back the result; writes the same JSON report as devtools/bench.py.
+"""The speed benchmark (`python -m bench`) in the browser where no Playwright drives it:
+a GPU machine with only a bare Chromium build (see BENCHMARKS.md). Serves web/ (and the
+benchmark's page under /bench/) on 127.0.0.1, starts Chromium on bench.html?unattended,
+which fetches its config from this server and POSTs back the result; writes the same JSON
+report as `python -m bench`.
 
-    python -m devtools.bench_unattended --chromium PATH --model MANIFEST --out REPORT.json \\
+    python -m bench.unattended --chromium PATH --model MANIFEST --out REPORT.json \\
         [--gguf GGUF --sides pywebgpu-browser,wllama-cpu,wllama-webgpu] \\
         [--chromium-flag=--use-angle=vulkan ...] [--reps N] [--decode-tokens N] ...
 
 The peer, wllama, runs the GGUF given (e.g. one of the same geometry written by
-devtools.random_gguf) in the same page, in rounds with pywebgpu. Needs the web bundle
+bench.random_gguf) in the same page, in rounds with pywebgpu. Needs the web bundle
 (web/vendor/pyodide, web/vendor/wheels, and web/vendor/wllama for the peer) built
 beforehand; the standard library and pywebgpu only.
 """
@@ -25,29 +26,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from devtools.bundle import ROOT, WEB
+from devtools.server import WebServer
+
 from . import model_bench
-from .bench import (
-    PROMPT_TEXT,
-    ROOT,
-    WLLAMA_N_CTX,
-    add_measure_options,
-    compare,
-    format_table,
-    machine,
-    measure_config,
-    page_sides,
-    table_rows,
-    usable_cores,
-)
-from .bundle import WEB
-from .server import WebServer
+from .options import PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options, measure_config
+from .report import compare, format_table, machine, page_sides, table_rows, usable_cores
 
 # Beyond the flags the caller gives (those that pick the GPU): no network, no first-run UI.
 BASE_FLAGS = ["--headless", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.bench_unattended", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.unattended", description=__doc__.split("\n\n")[0])
     parser.add_argument("--chromium", required=True, help="the Chromium (or chromium-headless-shell) binary")
     parser.add_argument("--chromium-flag", action="append", default=[], help="a flag for Chromium (repeat)")
     parser.add_argument("--model", type=Path, required=True, help="the manifest of the model to run")
@@ -66,13 +57,13 @@ def main(argv=None) -> int:
         parser.error("the wllama sides need --gguf")
     measure, prompt_texts = measure_config(args, args.model)
     config = {
-        "manifestUrl": f"bench-model/{args.model.name}",
+        "manifestUrl": f"/bench-model/{args.model.name}",
         "pythonSource": Path(model_bench.__file__).read_text(),
         "measure": measure,
         "pywebgpu": "pywebgpu-browser" in sides_wanted,
         "wllamaModes": wllama_modes,
         "promptTexts": prompt_texts,
-        "ggufUrl": args.gguf and f"bench-gguf/{args.gguf.name}",
+        "ggufUrl": args.gguf and f"/bench-gguf/{args.gguf.name}",
         "threads": usable_cores(),
         "nCtx": WLLAMA_N_CTX,
     }
@@ -82,11 +73,11 @@ def main(argv=None) -> int:
     # Chromium's helper processes may still write its profile as it goes.
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as scratch:
         (Path(scratch) / "config.json").write_text(json.dumps(config))
-        mounts = {"/bench-model/": args.model.parent, "/unattended/": Path(scratch)}
+        mounts = {"/bench/": PAGE_FOLDER, "/bench-model/": args.model.parent, "/unattended/": Path(scratch)}
         if args.gguf is not None:
             mounts["/bench-gguf/"] = args.gguf.parent
         with WebServer(WEB, mounts=mounts, post_handlers={"/unattended/report": reports.put}) as server:
-            command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench.html?unattended"]
+            command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench/bench.html?unattended"]
             with open(args.out.with_suffix(".chromium.log"), "w") as chromium_log:
                 browser = subprocess.Popen(command, stdout=chromium_log, stderr=subprocess.STDOUT)
                 try:
@@ -105,7 +96,7 @@ def main(argv=None) -> int:
     table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=peers)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([sys.executable, "-m", "devtools.bench_unattended", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join([sys.executable, "-m", "bench.unattended", *(sys.argv[1:] if argv is None else argv)]),
         "duration_s": time.perf_counter() - started,
         "machine": machine(),
         "browser": {"name": "Chromium (headless, unattended)", "user_agent": page["userAgent"], "cross_origin_isolated": page["crossOriginIsolated"]},

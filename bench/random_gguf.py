@@ -2,10 +2,10 @@
 benchmark's peer (wllama, llama.cpp in wasm) on a model too large to send to a GPU
 machine: written there, with the `gguf` package and numpy only.
 
-    python -m devtools.random_gguf --preset llama3.2-1b --tokenizer TOKENIZER.json OUT.gguf
+    python -m bench.random_gguf --preset llama3.2-1b --tokenizer TOKENIZER.json OUT.gguf
 
 The tokenizer is a byte-level BPE tokenizer.json (the bundled SmolLM2's, which
-devtools.weightless copies beside random-weight programs), padded with unused tokens to
+bench.weightless copies beside random-weight programs), padded with unused tokens to
 the preset's vocabulary: the benchmark's prompt texts then tokenize to the same ids for
 wllama as for pywebgpu. Speed does not depend on weight values, so each tensor shape gets
 one random tensor, quantized once and repeated over the layers; tied embeddings (no
@@ -100,7 +100,7 @@ def write_random_gguf(out: Path, preset: dict, tokenizer_json: dict, seed: int =
 def main(argv=None) -> int:
     from export_tools.params import PRESETS
 
-    parser = argparse.ArgumentParser(prog="python -m devtools.random_gguf", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.random_gguf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS))
     parser.add_argument("--tokenizer", type=Path, required=True, help="a byte-level BPE tokenizer.json")
     parser.add_argument("out", type=Path)

@@ -1,17 +1,15 @@
-// The speed benchmark's page, driven by devtools/bench.py through window.runBench(config),
-// or unattended (bench.html?unattended, devtools/bench_unattended.py: a bare Chromium that
-// no Playwright drives): the page fetches unattended/config.json and POSTs the result.
+// The speed benchmark's page, driven by `python -m bench` through window.runBench(config),
+// or unattended (bench.html?unattended, bench/unattended.py: a bare Chromium that no
+// Playwright drives): the page fetches /unattended/config.json and POSTs the result.
+// It is served under /bench/ beside the web bundle, whose files it names from the root.
 // The sides, all loaded in this one browser:
-//   1. pywebgpu: Pyodide in a module Web Worker (worker.mjs, as the chat demo runs it),
-//      running devtools/model_bench.py (its source comes in config.pythonSource);
+//   1. pywebgpu: Pyodide in a module Web Worker (/worker.mjs, as the chat demo runs it),
+//      running bench/model_bench.py (its source comes in config.pythonSource);
 //   2. wllama (llama.cpp in wasm) on the same model's GGUF, once per config.wllamaModes
 //      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend).
 // They run in rounds, one side after the other so that they never share the CPU: a round
 // of each side (every prefill length timed once, a decode after every context), then the
-// next round. A shared machine's speed drifts over minutes; in rounds, every side meets
-// the same drift, and a round's ratios compare runs made a minute or two apart. A loaded,
-// idle wllama costs the others nothing (its threads wait without spinning: no CPU time
-// over 10 s idle, measured on the 2-core VM).
+// next round, so that every side meets the same drift of a shared machine's speed.
 // pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
 
@@ -39,7 +37,7 @@ async function describeAdapter() {
 // --- pywebgpu ------------------------------------------------------------------------
 
 function startPythonWorker() {
-  const worker = new Worker(new URL("worker.mjs", import.meta.url), { type: "module" });
+  const worker = new Worker("/worker.mjs", { type: "module" });
   const pending = new Map();
   let nextId = 0;
   let bootError = null;
@@ -135,9 +133,9 @@ async function startWllama(config, mode, model) {
   const prompts = config.promptTexts;
   const lines = [];
   // Imported here: an unattended pywebgpu-only run need not ship wllama.
-  const { Wllama } = await import("./vendor/wllama/index.js");
+  const { Wllama } = await import("/vendor/wllama/index.js");
   const wllama = new Wllama(
-    { default: new URL("vendor/wllama/wasm/wllama.wasm", import.meta.url).href },
+    { default: new URL("/vendor/wllama/wasm/wllama.wasm", import.meta.url).href },
     { logger: collectingLogger(lines) },
   );
   const nGpuLayers = mode === "cpu" ? 0 : 999;
@@ -229,8 +227,8 @@ window.runBench = async (config) => {
 document.body.dataset.ready = "1";
 
 if (new URLSearchParams(location.search).has("unattended")) {
-  const report = (body) => fetch("unattended/report", { method: "POST", body: JSON.stringify(body) });
-  fetch("unattended/config.json")
+  const report = (body) => fetch("/unattended/report", { method: "POST", body: JSON.stringify(body) });
+  fetch("/unattended/config.json")
     .then((response) => response.json())
     .then(window.runBench)
     .then(

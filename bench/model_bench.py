@@ -1,8 +1,8 @@
-"""pywebgpu's side of the speed benchmark (devtools/bench.py): one LanguageModel, timed.
+"""pywebgpu's side of the speed benchmark (`python -m bench`): one LanguageModel, timed.
 
 Pure Python over pywebgpu and the standard library, so the very same code runs natively
-(CPython, wgpu-native) and in the browser (Pyodide in web/bench.html's worker, which
-receives this file's source from devtools/bench.py).
+(CPython, wgpu-native) and in the browser (Pyodide in bench/web/bench.html's worker, which
+receives this file's source from bench/__main__.py).
 
 Every figure comes from the public model API (`LanguageModel.next_token_candidates`,
 greedy, top-k read back from the GPU) with instrumentation on the device: `submit` is
@@ -142,7 +142,7 @@ class HostSections:
     each section's function wrapped (which adds a little to the host time measured):
     setting inputs, resizing, recording, preparing the top-k, `submit` and ending a
     batch of submits (which holds the JS call, timed on its own by _SubmitClock). The
-    benchmark's --host-sections, and devtools.host_probe's sections."""
+    benchmark's --host-sections."""
 
     def __init__(self, model):
         self.seconds: dict[str, float] = {}
@@ -320,10 +320,9 @@ async def profile_ops(model, tokens, position, repeats: int = 1) -> dict:
     time of each op's passes ("gpu_s"). Always: wall time of submit and wait ("seconds";
     the waits add a constant per submit, so only its shares mean something). A decode
     step's ops take microseconds to a few milliseconds, and a submit alone costs the GPU a
-    fixed start (~0.2 ms on SwiftShader): repeated, that cost is spread and the ops' GPU
-    times add up to about the step's. Repeating an op rewrites what it wrote (a KV-cache
-    row at the same position, activations), so the program's state after it is not the
-    call's."""
+    fixed start: repeated, that cost is spread and the ops' GPU times add up to about the
+    step's. Repeating an op rewrites what it wrote (a KV-cache row at the same position,
+    activations), so the program's state after it is not the call's."""
     graph, device = model.graph, model.graph.device
     timer = device.timer() if "timestamp-query" in device.features else None
     graph.set_inputs([HostTensor((1, len(tokens)), tokens, "int64"), HostTensor((1,), [position], "int64")])
@@ -352,7 +351,7 @@ async def profile_ops(model, tokens, position, repeats: int = 1) -> dict:
 
 class Measurement:
     """One model's benchmark, taken a round at a time: a round times each prefill length
-    and decodes after each context once. web/bench.mjs runs pywebgpu's rounds and the
+    and decodes after each context once. bench/web/bench.mjs runs pywebgpu's rounds and the
     peer's in turn (a round each, then the next), so that both sides meet the same drift
     of a shared machine's speed; natively `load_and_measure` runs them back to back.
 
@@ -428,11 +427,11 @@ class Measurement:
         for length in self.prefill_lengths:
             if self.prompt_shapes == "new":
                 # Timed as a prompt of a length the graph has kept no state for, as a chat's
-                # prompts mostly are (GraphRuntime.forget_shape): each of its calls' shapes
+                # prompts mostly are (graph.shape_states): each of its calls' shapes
                 # but a one-token call's, which is decoding's (a chat keeps that one).
                 for start in range(0, length, self.model.max_prefill):
                     if (chunk := min(self.model.max_prefill, length - start)) > 1:
-                        self.model.graph.forget_shape(((1, chunk), (1,)))
+                        self.model.graph.shape_states.pop(((1, chunk), (1,)), None)
             _, wall, host = await _timed_step(self.model, self.prompt_tokens[:length], 0)
             self._prefill_walls[length].append(wall)
             self._prefill_hosts[length].append(host)
@@ -526,13 +525,10 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
     reply; "upgrades_s": the seconds they took) and start a Measurement with `config`'s
     settings: what is measured is the model as it runs from then on."""
     from pywebgpu.llm import LanguageModel
-    from pywebgpu.ops import registry
-
-    registry.FORCE_KERNEL_SET = config.get("kernel_set")
 
     with LoadPhases() as phases:
         started = _now()
-        model = await LanguageModel.load(manifest_location, pte_data=pte_data)
+        model = await LanguageModel.load(manifest_location, pte_data=pte_data, kernel_set=config.get("kernel_set"))
         load_s = _now() - started
     load_phases = phases.take(load_s)
     upgrades, upgrades_s = model.start_upgrades(), None
