@@ -13,22 +13,13 @@ The layer knows nothing of models.
 
 import sys
 
-from .device import (
-    STORAGE_USAGE,
-    UNIFORM_USAGE,
-    BindGroup,
-    Buffer,
-    BufferUsage,
-    Device,
-    DeviceLostError,
-    GPUError,
-    GPUTimer,
-    Pipeline,
-    Recorder,
-    ShaderError,
-    linear_grid,
-)
+from .buffers import STORAGE_USAGE, UNIFORM_USAGE, Buffer, BufferUsage
+from .device import Device
+from .errors import DeviceLostError, GPUError, ShaderError
 from .js_data import is_js_buffer
+from .pipelines import BindGroup, Pipeline
+from .recorder import Recorder, linear_grid
+from .timer import GPUTimer
 
 IN_BROWSER = sys.platform == "emscripten"
 

@@ -6,39 +6,30 @@ import js
 from pyodide.code import run_js
 from pyodide.ffi import JsException, create_proxy, to_js
 
+from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary
+from .buffers import STAGING_USAGE, as_bytes_view, byte_range
+from .device import Device
+from .errors import DeviceLostError, GPUError, ShaderError
 from .js_data import is_js_buffer
-from .device import (
-    OPTIONAL_FEATURES,
-    REQUESTED_LIMITS,
-    AdapterSummary,
-    BufferUsage,
-    Device,
-    DeviceLostError,
-    GPUError,
-    Recorder,
-    ShaderError,
-    _as_bytes_view,
-    _byte_range,
-)
+from .recorder import Recorder
 
-# Small writes from Python (parameters, positions: a few dozen of tens of bytes per decode
-# step) are held and handed over with the next submit, in the same JS call: one crossing
-# per step instead of one per write. Anything else that reaches the queue (a large or
-# JS-side write, a readback, waiting for the GPU, destroying a buffer) hands them over
-# first, so the queue sees every operation in the order it was made.
+# Small writes from Python are held and handed over with the next submit, in the same JS
+# call, since each Python→JS crossing costs microseconds; anything else that reaches the
+# queue (a large or JS-side write, a readback, waiting for the GPU, destroying a buffer)
+# hands them over first, so the queue sees every operation in the order it was made.
 HELD_WRITE_BYTES = 4096
-# Held bytes live in a Python buffer of this size and are copied in one go into a JS
-# Uint8Array of the same size, made once (TypedArray.assign: ~0.6 us in Pyodide, where
-# converting a new memoryview to JS costs ~10 us per submit). Full, it is handed over.
+# Held bytes live in a Python buffer of this size, copied in one go into a JS Uint8Array
+# of the same size made once (converting a new memoryview to JS each submit costs more);
+# full, it is handed over.
 HELD_DATA_CAPACITY = 2 * HELD_WRITE_BYTES
-# Lists of held writes converted to JS and kept, keyed by their buffers, offsets and sizes:
-# a decode step holds the same writes (positions) every token, with new bytes only.
+# Lists of held writes converted to JS and kept, keyed by their buffers, offsets and
+# sizes, since a repeated step holds the same writes with new bytes only.
 KEPT_WRITE_LISTS = 16
 
 # Writes the held writes (`writes`: [buffer, offset, start, size, ...] into `data`, a
 # Uint8Array; or null/undefined), then encodes and submits whole command lists, all in
-# one call from Python: a Python→JS call costs microseconds, and a decode step makes
-# three per dispatch otherwise. Commands:
+# one call from Python, since a submit would otherwise cross into JS three times per
+# dispatch. Commands:
 # [0, pipeline, bindGroup, x, y, z] (dispatch; consecutive ones share a compute pass),
 # [1, src, srcOffset, dst, dstOffset, size] (copy) and [2] (submit what is encoded so far,
 # go on in a new command buffer). `timer` is null or [querySet, buffer]:
@@ -148,6 +139,8 @@ async def request_device() -> "BrowserDevice":
 
 
 class BrowserDevice(Device):
+    """A device over the page's WebGPU, submitting through one JS call per submit."""
+
     compiles_in_background = True
 
     def __init__(self, raw, summary: AdapterSummary):
@@ -190,8 +183,8 @@ class BrowserDevice(Device):
         return self.raw.createQuerySet(_js({"type": "timestamp", "count": count, "label": "timer"}))
 
     def _raw_submit(self, recorders, timer, read):
-        # A recorder submitted again (a graph's schedule, every token) reuses its JS array:
-        # only the call itself crosses over, and the commands replaced since.
+        # A recorder submitted again reuses its JS array: only the call itself crosses
+        # over, and the commands replaced since.
         for recorder in recorders:
             if recorder.backend_form is None:
                 recorder.backend_form = _js([_js_command(c) for c in recorder.commands])
@@ -205,11 +198,8 @@ class BrowserDevice(Device):
         reading = (None, 0, None, 0)
         if read is not None:
             buffer, offset, size = read
-            staging = self._take_staging(
-                size,
-                lambda: self.raw.createBuffer(
-                    _js({"size": size, "usage": BufferUsage.MAP_READ | BufferUsage.COPY_DST, "label": "readback"})
-                ),
+            staging = self._staging.take(
+                size, lambda: self.raw.createBuffer(_js({"size": size, "usage": STAGING_USAGE, "label": "readback"}))
             )
             reading = (buffer.handle, offset, staging, size)
         lists = (recorder.backend_form for recorder in recorders)
@@ -230,13 +220,10 @@ class BrowserDevice(Device):
             finally:
                 if mapped:
                     staging.unmap()
-                if not (mapped and self._keep_staging(size, staging)):
+                if not (mapped and self._staging.keep(size, staging)):
                     staging.destroy()
 
         return finish
-
-    def _js_bytes_length(self, data):
-        return data.byteLength if is_js_buffer(data) else None
 
     def _raw_create_buffer(self, size, usage, label):
         return self.raw.createBuffer(_js({"size": size, "usage": usage, "label": label}))
@@ -247,7 +234,7 @@ class BrowserDevice(Device):
             if self._held_bytes + size > HELD_DATA_CAPACITY:
                 self._hand_over_writes()
             start = self._held_bytes
-            self._held_data[start : start + size] = _byte_range(data, data_offset, size)
+            self._held_data[start : start + size] = byte_range(data, data_offset, size)
             self._held_writes += (buffer, buffer_offset, start, size)
             self._held_bytes = start + size
             return
@@ -255,7 +242,7 @@ class BrowserDevice(Device):
         if from_js:
             self._queue.writeBuffer(buffer.handle, buffer_offset, _byte_view(data), data_offset, size)
         else:
-            view = _as_bytes_view(data)[data_offset : data_offset + size]
+            view = as_bytes_view(data)[data_offset : data_offset + size]
             self._queue.writeBuffer(buffer.handle, buffer_offset, to_js(view))
 
     def _raw_write_buffer_ranges(self, buffer, data, ranges):

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import wgpu
 
-from .device import (
-    OPTIONAL_FEATURES,
-    REQUESTED_LIMITS,
-    STORAGE_USAGE,
-    AdapterSummary,
-    BufferUsage,
-    Device,
-    GPUError,
-    Recorder,
-    ShaderError,
-    _as_bytes_view,
-    _normalize_feature,
-)
+from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, normalize_feature
+from .buffers import STAGING_USAGE, STORAGE_USAGE, as_bytes_view
+from .device import Device
+from .errors import GPUError, ShaderError
+from .recorder import Recorder
 
 
 # Subgroup builtins need these directives in browsers (WGSL); naga (wgpu 0.32) refuses
@@ -49,7 +41,7 @@ def _pick_adapter():
 
 async def request_device() -> "NativeDevice":
     adapter = _pick_adapter()
-    adapter_features = {_normalize_feature(f): f for f in adapter.features}
+    adapter_features = {normalize_feature(f): f for f in adapter.features}
     wanted = [adapter_features[f] for f in OPTIONAL_FEATURES if f in adapter_features]
     limits = {_kebab(name): adapter.limits[_kebab(name)] for name in REQUESTED_LIMITS}
     raw = adapter.request_device_sync(required_features=wanted, required_limits=limits, label="pywebgpu")
@@ -57,7 +49,7 @@ async def request_device() -> "NativeDevice":
     summary = AdapterSummary(
         backend="native",
         description=f"{info['device']} ({info['backend_type']}, {info['adapter_type']})",
-        features=frozenset(_normalize_feature(f) for f in raw.features),
+        features=frozenset(normalize_feature(f) for f in raw.features),
         limits={name: raw.limits[_kebab(name)] for name in REQUESTED_LIMITS},
         is_fallback=info["adapter_type"] == "CPU",
     )
@@ -65,6 +57,8 @@ async def request_device() -> "NativeDevice":
 
 
 class NativeDevice(Device):
+    """A device over wgpu-native."""
+
     def __init__(self, raw, summary: AdapterSummary):
         super().__init__(summary)
         self.raw = raw
@@ -75,16 +69,14 @@ class NativeDevice(Device):
         return self.raw.create_buffer(size=size, usage=usage, label=label)
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
-        view = _as_bytes_view(data)[data_offset : data_offset + size]
+        view = as_bytes_view(data)[data_offset : data_offset + size]
         self._queue.write_buffer(buffer.handle, buffer_offset, view)
 
     def _read_back(self, encoder, read):
         """Encode the copy of `read` (buffer, offset, size) into a staging buffer; returns
         an async function that waits for the bytes, once the encoder is submitted."""
         buffer, offset, size = read
-        staging = self._take_staging(
-            size, lambda: self.raw.create_buffer(size=size, usage=BufferUsage.MAP_READ | BufferUsage.COPY_DST, label="readback")
-        )
+        staging = self._staging.take(size, lambda: self.raw.create_buffer(size=size, usage=STAGING_USAGE, label="readback"))
         encoder.copy_buffer_to_buffer(buffer.handle, offset, staging, 0, size)
 
         async def finish():
@@ -95,7 +87,7 @@ class NativeDevice(Device):
             except wgpu.GPUError as error:
                 staging.destroy()
                 raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
-            if not self._keep_staging(size, staging):
+            if not self._staging.keep(size, staging):
                 staging.destroy()
             return data
 
