@@ -36,11 +36,13 @@ class PteLlama:
 
     def __init__(self, pte_path):
         from pywebgpu.gpu import request_device
+        from pywebgpu.llm.logits_top_k import LogitsTopK
         from pywebgpu.runtime import load
 
         self._loop = asyncio.new_event_loop()
         device = self._loop.run_until_complete(request_device())
         self.graph = self._loop.run_until_complete(load(device, Path(pte_path).read_bytes()))
+        self.top_k = LogitsTopK(self.graph)
 
     def _inputs(self, tokens: Sequence[int], start_pos: int):
         from pywebgpu.runtime import HostTensor
@@ -54,7 +56,7 @@ class PteLlama:
 
     def next_token(self, tokens: Sequence[int], start_pos: int) -> int:
         """The argmax after `tokens`, reduced on the GPU (one value read back)."""
-        ((_, token),) = self._loop.run_until_complete(self.graph.execute_top_k(*self._inputs(tokens, start_pos), k=1))
+        ((_, token),) = self._loop.run_until_complete(self.top_k.execute(*self._inputs(tokens, start_pos), k=1))
         return token
 
     def reset(self) -> None:

@@ -4,7 +4,7 @@
 import array
 
 from pywebgpu.gpu import request_device
-from pywebgpu.ops import registry
+from pywebgpu.llm.logits_top_k import LogitsTopK
 from pywebgpu.runtime import HostTensor, load
 
 _TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
@@ -26,8 +26,8 @@ def host_tensor(shape, dtype, data):
 
 async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=False, upgrade_before_run=None):
     """Load `data` (.pte bytes or JS ArrayBuffer) once, execute each run's inputs in turn
-    (with registry.FORCE_KERNEL_SET set to `kernel_set` meanwhile, load included: fusion
-    decides by it; and the device's `hidden_features` hidden); `batched`: the runs
+    (with `kernel_set`'s kernels, None for the device's own; and the device's
+    `hidden_features` hidden); `batched`: the runs
     submitted as one (Device.batched_submits), each one's outputs read back by a submit
     after it in the batch; the graph's upgrades built before run `upgrade_before_run`.
     Returns {"results": per
@@ -38,10 +38,9 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
     as float16}."""
     device = await _get_device()
     features = device.features
-    registry.FORCE_KERNEL_SET = kernel_set
     device.features = features - set(hidden_features)
     try:
-        graph = await load(device, data)
+        graph = await load(device, data, kernel_set=kernel_set)
         results, resized, kernels = [], [], []
         for op in graph.ops:
             op.resize = _noting_resizes(op, resized)
@@ -62,10 +61,9 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
                 outputs = await graph.execute(*[host_tensor(*x) for x in inputs])
                 results.append([[list(o.shape), o.values.tobytes()] for o in outputs])
                 kernels.append(_kernels_run(graph))
-        ran = registry.kernel_set_for(device)
+        ran = graph.kernel_set
         ran_with = sorted(device.features)
     finally:
-        registry.FORCE_KERNEL_SET = None
         device.features = features
     return {
         "results": results,
@@ -80,7 +78,7 @@ async def run_graph(data, runs, kernel_set=None, hidden_features=(), batched=Fal
 
 def _kernels_run(graph) -> list:
     """The kernels the graph's ops and their parts ran last (their `kernel` attributes)."""
-    parts = (part for index in range(len(graph.ops)) for part, _ in graph.op_parts(index))
+    parts = (part for index in range(len(graph.ops)) for part, _ in graph.shape_states.op_parts(index))
     return sorted({part.kernel for part in parts if isinstance(getattr(part, "kernel", None), str)})
 
 
@@ -98,28 +96,25 @@ async def run_graph_drawing(data, prefill, draws, k, penalty=1.0, kernel_set=Non
         return None if draw is None else Draw(*draw)
 
     device = await _get_device()
-    registry.FORCE_KERNEL_SET = kernel_set
-    try:
-        graph = await load(device, data)
-        await graph.build_top_k()
-        tokens, position = (host_tensor(*x) for x in prefill)
-        window = list(tokens.values)
-        pending = [graph.submit_top_k(tokens, position, k=k, penalty=penalty, penalized_ids=window, draw=drawing(draws[0]))]
-        drawn, at = [], tokens.shape[1]
-        steps = draws[1:]
-        for start in range(0, len(steps), block):
-            while len(pending) > run_ahead:
-                drawn.append(await pending.pop(0))
-            with device.batched_submits():
-                for draw in steps[start : start + block]:
-                    placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
-                    step = graph.submit_top_k(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw))
-                    pending.append(step)
-                    at += 1
-        for step in pending:
-            drawn.append(await step)
-    finally:
-        registry.FORCE_KERNEL_SET = None
+    graph = await load(device, data, kernel_set=kernel_set)
+    top_k = LogitsTopK(graph)
+    await top_k.build()
+    tokens, position = (host_tensor(*x) for x in prefill)
+    window = list(tokens.values)
+    pending = [top_k.submit(tokens, position, k=k, penalty=penalty, penalized_ids=window, draw=drawing(draws[0]))]
+    drawn, at = [], tokens.shape[1]
+    steps = draws[1:]
+    for start in range(0, len(steps), block):
+        while len(pending) > run_ahead:
+            drawn.append(await pending.pop(0))
+        with device.batched_submits():
+            for draw in steps[start : start + block]:
+                placeholder, step_position = HostTensor((1, 1), [0], "int64"), HostTensor((1,), [at], "int64")
+                step = top_k.submit(placeholder, step_position, k=k, penalty=penalty, token_from_last_run=True, draw=drawing(draw))
+                pending.append(step)
+                at += 1
+    for step in pending:
+        drawn.append(await step)
     return [list(pairs[0]) for pairs in drawn]
 
 

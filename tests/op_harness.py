@@ -36,8 +36,8 @@ class OpCase:
     # Vulkan fusion patterns (names in executorch.backends.vulkan.patterns.fusable_patterns)
     # left out while lowering, to export ops that fusion would otherwise replace.
     unfused_patterns: tuple = ()
-    # Forces registry.FORCE_KERNEL_SET ("cpu" or "gpu") while the case runs, so that both
-    # kernel sets are tested whatever kind of adapter runs the tests.
+    # The kernel set the graph loads with ("cpu" or "gpu"; None: the adapter's), so that
+    # both are tested whatever kind of adapter runs the tests.
     kernel_set: str | None = None
     # Adapter features the device pretends not to have while the case runs (e.g.
     # "subgroups": the kernels that adapters without them run).

@@ -76,13 +76,12 @@ def test_a_restored_shape_state_is_what_resizing_makes(tmp_path_factory, kernel_
     no op's commands. (An op's attributes may differ: one reading the position on the GPU
     keeps those of the position it was last resized at, which its recording serves.)"""
     from pywebgpu.gpu import request_device
-    from pywebgpu.ops import registry
     from pywebgpu.runtime import load
 
     trace = tiny_llama_chat_trace(str(tmp_path_factory.getbasetemp()), kernel_set)
 
     async def main():
-        graph = await load(await request_device(), trace.pte)
+        graph = await load(await request_device(), trace.pte, kernel_set=kernel_set)
         device = graph.device
         for call, inputs in enumerate(trace.runs):
             await graph.execute(*[graph_programs.host_tensor(*x) for x in inputs])
@@ -102,11 +101,7 @@ def test_a_restored_shape_state_is_what_resizing_makes(tmp_path_factory, kernel_
                 op.record(recorder)
                 assert recorder.commands == kept_commands[index], f"call {call}: op #{index} {op.name} records otherwise"
 
-    registry.FORCE_KERNEL_SET = kernel_set
-    try:
-        asyncio.run(main())
-    finally:
-        registry.FORCE_KERNEL_SET = None
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
@@ -115,17 +110,16 @@ def test_resize_sets_only_the_attributes_kept_per_shape(tmp_path_factory, kernel
     one its class names in RESIZED: those the runtime keeps per input shape. Over the chat
     and the 70-token call (on GPUs tiled attention and split GEMMs), every resize made."""
     from pywebgpu.gpu import request_device
-    from pywebgpu.ops import registry
     from pywebgpu.runtime import load
 
     folder = str(tmp_path_factory.getbasetemp())
     traces = [tiny_llama_chat_trace(folder, kernel_set), tiny_llama_long_trace(folder, False, kernel_set)]
 
     async def undeclared(trace):
-        graph = await load(await request_device(), trace.pte)
+        graph = await load(await request_device(), trace.pte, kernel_set=kernel_set)
         found = set()
         for index, op in enumerate(graph.ops):
-            parts = graph.op_parts(index)
+            parts = graph.shape_states.op_parts(index)
 
             def checked(resize=op.resize, parts=parts):
                 before = [dict(vars(part)) for part, _ in parts]
@@ -140,12 +134,8 @@ def test_resize_sets_only_the_attributes_kept_per_shape(tmp_path_factory, kernel
             await graph.execute(*[graph_programs.host_tensor(*x) for x in inputs])
         return found
 
-    registry.FORCE_KERNEL_SET = kernel_set
-    try:
-        for trace in traces:
-            assert not asyncio.run(undeclared(trace))
-    finally:
-        registry.FORCE_KERNEL_SET = None
+    for trace in traces:
+        assert not asyncio.run(undeclared(trace))
 
 
 @pytest.mark.parametrize("block", [1, 3])
@@ -169,27 +159,24 @@ def test_decode_step_writes_only_the_position_to_the_gpu(tmp_path_factory):
     SymInts (input_pos[0] and input_pos[-1]) share a buffer, and the token comes from the
     last step's top-1 on the GPU."""
     from pywebgpu.gpu import request_device
-    from pywebgpu.ops import registry
+    from pywebgpu.llm.logits_top_k import LogitsTopK
     from pywebgpu.runtime import HostTensor, load
 
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()))
 
     async def main():
-        graph = await load(await request_device(), trace.pte)
-        await graph.execute_top_k(HostTensor((1, 5), [1, 2, 3, 4, 5], "int64"), HostTensor((1,), [0], "int64"))
+        graph = await load(await request_device(), trace.pte, kernel_set="gpu")
+        top_k = LogitsTopK(graph)
+        await top_k.execute(HostTensor((1, 5), [1, 2, 3, 4, 5], "int64"), HostTensor((1,), [0], "int64"))
         # The first step of one row resizes every op whose sizes the prefill's 5 rows set.
-        await graph.submit_top_k(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [5], "int64"), token_from_last_run=True)
+        await top_k.submit(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [5], "int64"), token_from_last_run=True)
         written = []
         write = graph.device.write_buffer
         graph.device.write_buffer = lambda buffer, data, *args, **kwargs: (written.append((buffer.label, bytes(data))), write(buffer, data, *args, **kwargs))
         for position in (6, 7, 8):
             written.clear()
-            await graph.submit_top_k(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"), token_from_last_run=True)
+            await top_k.submit(HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"), token_from_last_run=True)
             assert [data for _, data in written] == [position.to_bytes(4, "little") + bytes(12)], written
             assert written[0][0].startswith("symint")
 
-    registry.FORCE_KERNEL_SET = "gpu"
-    try:
-        asyncio.run(main())
-    finally:
-        registry.FORCE_KERNEL_SET = None
+    asyncio.run(main())

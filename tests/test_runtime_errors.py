@@ -10,6 +10,7 @@ import torch
 from op_harness import export_case
 from op_cases.binary import CASES as BINARY_CASES
 from pywebgpu.gpu import GPUError, request_device
+from pywebgpu.llm.logits_top_k import LogitsTopK
 from pywebgpu.ops.registry import OpError
 from pywebgpu.runtime import HostTensor, load
 
@@ -57,7 +58,6 @@ def test_position_past_the_kv_cache_is_refused_by_attention_reading_it_on_the_gp
     """With the kernels for GPUs, decode steps within the attention's grid are not resized;
     a position past the cache still is, and fails naming the op."""
     from op_cases.attention import CASES as ATTENTION_CASES, step
-    from pywebgpu.ops import registry
 
     case = next(c for c in ATTENTION_CASES if c.id == "sdpa-kv-gqa2-gpu")  # a 16-row cache
 
@@ -65,17 +65,13 @@ def test_position_past_the_kv_cache_is_refused_by_attention_reading_it_on_the_gp
         return [x.numpy() for x in step(position, length, 4, 2, 8, seed=position)]
 
     async def main():
-        graph = await load(await request_device(), export_case(case))
+        graph = await load(await request_device(), export_case(case), kernel_set="gpu")
         for position, length in ((0, 5), (5, 1), (15, 1)):
             await graph.execute(*inputs(position, length))
         await graph.execute(*inputs(16, 1))
 
-    registry.FORCE_KERNEL_SET = "gpu"
-    try:
-        with pytest.raises(OpError, match=r"sdpa_with_kv_cache.*positions \[16, 17\) exceed the cache's 16"):
-            asyncio.run(main())
-    finally:
-        registry.FORCE_KERNEL_SET = None
+    with pytest.raises(OpError, match=r"sdpa_with_kv_cache.*positions \[16, 17\) exceed the cache's 16"):
+        asyncio.run(main())
 
 
 def test_position_past_the_rope_tables_is_refused_by_rope_reading_them_on_the_gpu():
@@ -119,10 +115,10 @@ def test_an_input_read_on_the_host_is_not_fed_from_the_last_run():
     case = OpCase("position-first", _PositionFirst(), (torch.tensor([2]), xq, xk))
 
     async def main():
-        graph = await load(await request_device(), export_case(case))
-        await graph.build_top_k()
-        await graph.execute_top_k(*(x.numpy() for x in case.inputs))
-        await graph.submit_top_k(*(x.numpy() for x in case.inputs), token_from_last_run=True)
+        top_k = LogitsTopK(await load(await request_device(), export_case(case)))
+        await top_k.build()
+        await top_k.execute(*(x.numpy() for x in case.inputs))
+        await top_k.submit(*(x.numpy() for x in case.inputs), token_from_last_run=True)
 
     with pytest.raises(GPUError, match="cannot be fed on the GPU: an op reads the token input on the host"):
         asyncio.run(main())

@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 from ..gpu import IN_BROWSER, Device, is_js_buffer, request_device
 from ..runtime import HostTensor, load
 from .chat_template import ChatTemplate
+from .logits_top_k import LogitsTopK
 from .manifest import ModelFileError, parse_manifest
 from .tokenizer import Tokenizer
 
@@ -39,11 +40,10 @@ async def _read_text(location: str) -> str:
         return file.read()
 
 
-# The download's loop runs in JS, in checked_read.mjs (a Python loop crossed into JS several
-# times a piece: ~1,200 pieces for a 0.8 GB .pte, 1.41-1.45 s against 1.22-1.25 s,
-# headless Chromium on 2 cores), which also checks the manifest's chunk sha256s in a
-# Worker as the pieces come (chunk_hasher.js). Both are the wheel's files, started from
-# Blobs: the pages the wheel runs in need not serve them.
+# The download's loop runs in JS (checked_read.mjs), as a Python loop would cross into JS
+# several times a piece; it checks the manifest's chunk sha256s in a Worker as the pieces
+# come (chunk_hasher.js). Both are the wheel's files, started from Blobs, so the pages the
+# wheel runs in need not serve them.
 _READ_BODY_JS = """async (moduleSource, hasherSource, response, expectedSize, onProgress, chunkBytes, chunkSha256) => {
   const blobUrl = (source) => URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
   const moduleUrl = blobUrl(moduleSource);
@@ -121,8 +121,9 @@ def _report_failed_upgrades(upgrades: asyncio.Future):
 
 
 class LanguageModel:
-    def __init__(self, graph, tokenizer: Tokenizer, manifest: dict):
+    def __init__(self, graph, tokenizer: Tokenizer, manifest: dict, top_k: LogitsTopK):
         self.graph = graph
+        self.top_k = top_k  # the graph's runs that end in its next-token candidates
         self.tokenizer = tokenizer
         self.manifest = manifest
         geometry = manifest["model"]
@@ -138,16 +139,22 @@ class LanguageModel:
 
     @classmethod
     async def load(
-        cls, manifest_location: str, pte_data=None, on_progress=None, device: Device | None = None, sha256_checked: bool = False
+        cls,
+        manifest_location: str,
+        pte_data=None,
+        on_progress=None,
+        device: Device | None = None,
+        sha256_checked: bool = False,
+        kernel_set: str | None = None,
     ):
         """Load from a manifest (URL in the browser, path natively). `pte_data` may hold
         the .pte already (bytes, or a JS ArrayBuffer the page took from its cache); it is
         checked against the manifest's size either way, and against its sha256 unless the
         caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
-        it takes from its cache or the network, and hashing the bundled model again took
-        ~0.3 s of its load on a 2-core machine). A download in the browser is checked as it
-        comes where the manifest has chunk sha256s (_read_model_bytes). The model is
-        returned ready to run; its faster kernels wait for start_upgrades."""
+        it takes from its cache or the network, so hashing it again would only cost). A download in the browser is checked as it
+        comes where the manifest has chunk sha256s (_read_model_bytes). `kernel_set`: the
+        kernels to run, "cpu" or "gpu" (None: those that suit the device; runtime.load). The
+        model is returned ready to run; its faster kernels wait for start_upgrades."""
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
         if pte_data is None:
@@ -159,18 +166,18 @@ class LanguageModel:
         if not sha256_checked and await _sha256_hex(pte_data) != expected["sha256"]:
             raise ModelFileError("the model file's sha256 does not match its manifest: the file is damaged")
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
-        graph = await load(device or await request_device(), pte_data)
-        await graph.build_top_k()
-        return cls(graph, tokenizer, manifest)
+        graph = await load(device or await request_device(), pte_data, kernel_set=kernel_set)
+        top_k = LogitsTopK(graph)
+        await top_k.build()
+        return cls(graph, tokenizer, manifest, top_k)
 
     def start_upgrades(self) -> asyncio.Future | None:
         """Start building the graph's faster kernels that compile slowly
         (GraphRuntime.build_upgrades), once, where the device compiles in the background
         (the browser); the model runs them once they are built. Returns `upgrades` (None
         where the device cannot: natively, creating a pipeline blocks the thread). On CPU
-        adapters that takes a core for a few seconds (SwiftShader in Chromium: 3.5-4 s), and
-        what the model runs meanwhile runs about half as fast: ChatSession starts it when a
-        reply has ended, while its reader reads."""
+        adapters that takes a core for seconds, slowing what the model runs meanwhile:
+        ChatSession starts it when a reply has ended, while its reader reads."""
         if self.upgrades is None and self.graph.device.compiles_in_background:
             self.upgrades = asyncio.ensure_future(self.graph.build_upgrades())
             self.upgrades.add_done_callback(_report_failed_upgrades)
@@ -194,7 +201,7 @@ class LanguageModel:
             if start + len(chunk) < len(tokens):
                 self.graph.submit(*inputs)  # an earlier chunk: only its KV cache entries matter
             else:
-                return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids, draw=draw)
+                return self.top_k.submit(*inputs, k=k, penalty=penalty, penalized_ids=penalized_ids, draw=draw)
 
     def start_next_step(self, position: int, k: int = 1, draw=None, penalty: float = 1.0):
         """Decode, at `position`, the token the last submitted call picked on the GPU (its
@@ -207,7 +214,7 @@ class LanguageModel:
         if position + 1 > self.max_context:
             raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
         inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
-        return self.graph.submit_top_k(*inputs, k=k, penalty=penalty, token_from_last_run=True, draw=draw)
+        return self.top_k.submit(*inputs, k=k, penalty=penalty, token_from_last_run=True, draw=draw)
 
     def start_next_steps(self, position: int, k: int, draws: list, penalty: float = 1.0) -> list:
         """start_next_step at `position` and the positions after it, one step per item of

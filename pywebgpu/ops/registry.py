@@ -30,22 +30,19 @@ from ..kernels import load_wgsl
 from ..values import SymInt, Tensor, ValueList
 
 HANDLERS: dict[str, type] = {}
-# Ops with kernels for two kinds of adapter pick them by the device's adapter: "cpu" for
-# CPU-emulated adapters (SwiftShader, lavapipe: a workgroup's invocations run one SIMD
-# batch after another, so shared memory and barriers only cost), "gpu" for the others.
-# "cpu" or "gpu" here forces that kind's kernels (the tests run both sets on every
-# adapter; the benchmark can compare them).
-FORCE_KERNEL_SET = None
+# The kinds of kernels an op may have: "cpu" for CPU-emulated adapters (SwiftShader,
+# lavapipe), where a workgroup's invocations run one SIMD batch after another so shared
+# memory and barriers only cost, and "gpu" for the others.
+KERNEL_SETS = ("cpu", "gpu")
 
 
 class OpError(GPUError):
     """An op call the runtime cannot run (unknown op, unsupported arguments or shapes)."""
 
 
-def kernel_set_for(device) -> str:
-    """"cpu" or "gpu": the kind of kernels to run on `device` (see FORCE_KERNEL_SET). Fusion
-    decides by it at load, so a forced set must be forced before loading."""
-    return FORCE_KERNEL_SET or ("cpu" if device.adapter.is_fallback else "gpu")
+def default_kernel_set(device) -> str:
+    """The kernel set (see KERNEL_SETS) that suits `device`'s adapter."""
+    return "cpu" if device.adapter.is_fallback else "gpu"
 
 
 def register(*names):
@@ -168,8 +165,8 @@ class OpHandler(OpPart):
     # --- GPU helpers -----------------------------------------------------------------
     @property
     def kernel_set(self) -> str:
-        """"cpu" or "gpu": the kind of kernels to run (see FORCE_KERNEL_SET)."""
-        return kernel_set_for(self.graph.device)
+        """"cpu" or "gpu": the kind of kernels to run, the graph's choice (see KERNEL_SETS)."""
+        return self.graph.kernel_set
 
     async def make_pipeline(self, kernel: str, constants: dict | None = None, entry_point: str = "main"):
         return await self.graph.device.compute_pipeline(
@@ -242,12 +239,13 @@ def contiguous_strides(sizes) -> list[int]:
 
 __all__ = [
     "HANDLERS",
+    "KERNEL_SETS",
     "OpError",
     "OpHandler",
     "OpPart",
     "contiguous_strides",
+    "default_kernel_set",
     "handler_for",
-    "kernel_set_for",
     "linear_grid",
     "pack_u32",
     "padded_dims",

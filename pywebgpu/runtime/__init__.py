@@ -30,11 +30,12 @@ class JsArrayBufferSource:
         return js.Uint8Array.new(self.array_buffer, offset, size).to_bytes()
 
 
-async def load(device: Device, data, method: str = "forward") -> GraphRuntime:
-    """Read a .pte (bytes-like, or a JS ArrayBuffer in the browser) and build its graph."""
+async def load(device: Device, data, method: str = "forward", *, kernel_set: str | None = None) -> GraphRuntime:
+    """Read a .pte (bytes-like, or a JS ArrayBuffer in the browser) and build its graph,
+    whose ops run `kernel_set`'s kernels ("cpu" or "gpu"; None: those that suit the device)."""
     source = JsArrayBufferSource(data) if is_js_buffer(data) else data
     program = pte.load_program(source)
-    graph = GraphRuntime(device, program.vulkan_graph(method), data)
+    graph = GraphRuntime(device, program.vulkan_graph(method), data, kernel_set)
     await graph.build()
     return graph
 
