@@ -233,15 +233,15 @@ def _our_pre_tokens(tokenizer: Tokenizer, text: str) -> list[str]:
 # lookup per code point, against the ranges of unicodedata's categories of every code
 # point (the tokenizer's full scan, which its other \\p{..} classes use).
 CLASSES_AGAINST_UNICODEDATA = """
-from pywebgpu.llm import tokenizer
+from pywebgpu.llm.tokenizer import unicode_regex
 
 
 def classes_unlike_unicodedata():
-    categories = tokenizer._general_category_ranges()
+    categories = unicode_regex._general_category_ranges()
     unlike = []
     for name in ("L", "N"):
         members = [run for category, runs in categories.items() if category[0] == name for run in runs]
-        if tokenizer._property_ranges(name) != tokenizer._coalesced(members):
+        if unicode_regex._property_ranges(name) != unicode_regex._coalesced(members):
             unlike.append(name)
     return unlike
 """
