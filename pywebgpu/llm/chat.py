@@ -16,8 +16,9 @@ the GPU, at a uniform the host drew; a repetition penalty's window of recent tok
 on the GPU too), before the host waits for this step's readback, so the GPU does not idle
 through the round trip. Once the reply's tokens come fast (decode_block), they are
 submitted in blocks of the model's decode_block_steps (one submission and readback for
-several tokens, on GPUs), at least RUN_AHEAD_STEPS ahead. A step submitted past the end of the reply (EOS, a stop string, cancel) only
-writes the cache past what `_cached_tokens` records, which later turns overwrite.
+several tokens, on GPUs), at least RUN_AHEAD_STEPS ahead. A step submitted past the end
+of the reply (EOS, a stop string, cancel) only writes the cache past what
+`_cached_tokens` records, which later turns overwrite.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from .sampling import Sampler, SamplingParams
 from .tokenizer import StreamDecoder
 
 
-# Two: in Chromium on an NVIDIA H200 a readback's round trip (~2 ms) is as long as a 1B
-# model's whole step on the GPU.
+# Decode steps submitted ahead of the one being read back, since on fast GPUs a readback's
+# round trip is as long as a whole step.
 RUN_AHEAD_STEPS = 2
 
 
@@ -94,9 +95,8 @@ class ChatSession:
         template's text before the next user turn's content (at a chat's start the system
         turn and the user turn's header; after a reply, the end of the reply's turn and
         the next user turn's header), so that the question prefills only itself and the
-        assistant turn's header (SmolLM2's first question in the chat page: 13 of its 37
-        tokens; on SwiftShader its first token after 0.36 s instead of 0.72-0.78 once the
-        prefix is done). Between replies only; `send` waits for it. Returns the prefill."""
+        assistant turn's header. Between replies only; `send` waits for it. Returns the
+        prefill."""
         if self._sending:
             raise RuntimeError("start_prefix() during a reply: call it between replies")
         self._prefilling = asyncio.ensure_future(self._prefill_prefix(self._prefilling))
@@ -255,7 +255,6 @@ class ChatSession:
             self._history_tokens, self._history_text = prompt + reply_tokens, prompt_text + reply
         else:
             self._history_tokens, self._history_text = [], ""
-        # The model's faster kernels compile while the reply is read. Started at the load,
-        # they made a first prompt sent at once run about half as fast (the chat page on
-        # SwiftShader: first token 1.73 s against 0.85, decoding 3.7 tok/s against 8.1).
+        # The model's faster kernels compile while the reply is read, not at the load,
+        # where they would slow down a first prompt sent at once.
         model.start_upgrades()

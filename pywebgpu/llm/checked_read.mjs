@@ -1,13 +1,9 @@
 // Reads a model file's response body into one ArrayBuffer of the manifest's size and
-// checks the manifest's chunk sha256s as the pieces come: each piece, once copied into the
-// buffer, goes (transferred where it owns its whole buffer) to a Worker running
-// chunk_hasher.js from `hasherUrl`, which hashes the chunks as they fill. The check ends
-// with the download (a sha256 of the whole after it took 1.0-1.5 s more for the 1B
-// geometry's 0.81 GB on the H200 host), and a damaged chunk stops the download.
-//
-// One module for both downloads: LanguageModel.load's (llm/model.py imports it from a
-// Blob, as pages without the chat demo's files have no file to point at) and the chat
-// page's (web/model-files.mjs, from vendor/, where devtools/bundle.py copies it).
+// checks the manifest's chunk sha256s as the pieces come, so that the check ends with the
+// download: each piece, once copied into the buffer, goes (transferred where it owns its
+// whole buffer) to a Worker running chunk_hasher.js from `hasherUrl`, and a damaged chunk
+// stops the download. One module for both downloads: LanguageModel.load's (from a Blob)
+// and the chat page's (from vendor/).
 //
 // Returns {data, verified, damagedChunk, tooLarge}:
 // - data: an ArrayBuffer of the bytes read (shorter than expectedSize where the body was);

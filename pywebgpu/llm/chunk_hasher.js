@@ -1,8 +1,7 @@
 // A Worker that hashes a model file's chunks as its pieces arrive, so that the sha256
-// check ends with the download instead of after it: WebCrypto hashes only whole buffers,
-// on the calling thread. Shipped in the wheel, where LanguageModel.load's download starts
-// it from a Blob (llm/model.py), and copied to web/vendor/ for the chat page's downloads
-// (model-files.mjs; devtools/bundle.py).
+// check ends with the download instead of after it (WebCrypto hashes only whole buffers,
+// on the calling thread); started from a Blob by LanguageModel.load and from vendor/ by
+// the chat page.
 //
 // page → worker: {chunkBytes}, then {piece} (Uint8Array) for every piece in order, then {end: true}
 // worker → page: {index, sha256} per chunk, and {hashed} (how many) after the end

@@ -12,10 +12,9 @@ from ..gpu import GPUError
 
 FORMAT = "pywebgpu.llama-export"
 VERSION = 1
-# The .pte's sha256 per chunk of this many bytes too (`pte.chunk_sha256`): a browser hashes
-# each chunk in a Worker as the download brings it, so the check costs no time after the
-# download (WebCrypto hashes a whole buffer only, on the calling thread: 1.0-1.5 s for the
-# 1B geometry's 0.81 GB on the H200 host, after a 1.2-2.0 s download).
+# The .pte's sha256 per chunk of this many bytes too (`pte.chunk_sha256`), so that a browser
+# hashes each chunk in a Worker as the download brings it and the check ends with the
+# download (WebCrypto hashes only whole buffers, on the calling thread).
 CHUNK_BYTES = 16 << 20
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
