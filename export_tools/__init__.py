@@ -28,8 +28,8 @@ export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
     Writes `out_path` (must end in .pte), `<stem>.json` (manifest) and, when the source
     has a tokenizer, `<stem>.tokenizer.json`. qmode: "4w" (et_vk.linear_q4gsw), "8da4w"
     (et_vk.linear_dq8ca_q4gsw) or "fp32"; embedding_4bit -> et_vk.embedding_q4gsw.
-    hqq_scales: HQQ-chosen 4-bit scales (ExecuTorch's default; slow on CPU: ~15 of the
-    ~20 minutes of a Llama-3.2-1B export here) or, if False, plain min/max scales.
+    hqq_scales: HQQ-chosen 4-bit scales (ExecuTorch's default; most of a large model's
+    export time on CPU) or, if False, plain min/max scales.
     max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
     force_fp16: the Vulkan partitioner's option of that name: every float tensor float16,
     constants rounded to it (half their bytes). pywebgpu runs such programs with float32

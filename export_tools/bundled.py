@@ -38,10 +38,8 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 STEM = "smollm2-135m-instruct-4w"
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent.parent / "web" / "models"
 
-# One forward call prefills up to max_seq_len - 1 = 511 tokens: a chat prompt in one or
-# two calls. The attention kernels never materialise [S, context] scores, so the bound
-# costs only a few MB of activation buffers. 2048 tokens of KV cache: 30 layers x 2 x
-# 2048 x 3 heads x 64 x 4 bytes = 94 MB of GPU memory.
+# One forward call prefills up to max_seq_len - 1 tokens, a chat prompt in one or two
+# calls; the KV cache holds max_context_len tokens of conversation.
 EXPORT_OPTIONS: dict[str, Any] = {
     "max_seq_len": 512,
     "max_context_len": 2048,
@@ -52,7 +50,7 @@ EXPORT_OPTIONS: dict[str, Any] = {
 }
 
 # The eager module of an export made in this process: build_bundled_eager hands it out
-# instead of quantizing again (HQQ takes minutes on a small CPU).
+# instead of quantizing again (HQQ is slow on CPU).
 _exported_eager = None
 
 # The check after an export: the demo's question as a chat turn (the instruct model's

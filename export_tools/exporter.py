@@ -42,8 +42,8 @@ class ExportOptions:
     qmode: str = "4w"
     group_size: int = 32
     embedding_4bit: bool = True
-    # ExecuTorch's default (QuantizationConfig.use_hqq): HQQ-optimized 4-bit scales, more
-    # accurate but slow on CPU (most of a Llama-3.2-1B export); False = plain min/max.
+    # HQQ-optimized 4-bit scales, ExecuTorch's default (QuantizationConfig.use_hqq): more
+    # accurate than plain min/max (False) but slow on CPU.
     hqq_scales: bool = True
     # The Vulkan partitioner's force_fp16: every float tensor of the program float16 (its
     # constants rounded to it; ExecuTorch's runtime computes in f16, pywebgpu in f32).

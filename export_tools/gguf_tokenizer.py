@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .errors import ExportWarning
-from .sources import SpecialToken, TokenizerInfo
+from .sources.base import SpecialToken, TokenizerInfo
 
 # llama.cpp token types (gguf.TokenType).
 _CONTROL = 3

@@ -51,9 +51,7 @@ class LlamaParams:
 
     def __post_init__(self) -> None:
         for name in ("dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ExportError(f"{name} must be a positive integer, got {value!r}")
+            positive_int(getattr(self, name), name)
         if not isinstance(self.vocab_size, int) or self.vocab_size < MIN_VOCAB_SIZE:
             raise ExportError(
                 f"vocab_size must be an integer >= {MIN_VOCAB_SIZE}, got {self.vocab_size!r}"
@@ -223,6 +221,13 @@ def meta_ffn_dim(dim: int, ffn_dim_multiplier: Optional[float], multiple_of: int
     if ffn_dim_multiplier is not None:
         hidden = int(ffn_dim_multiplier * hidden)
     return multiple_of * -(-hidden // multiple_of)
+
+
+def positive_int(value: Any, name: str) -> int:
+    """`value` if it is a positive int (not a bool); ExportError naming `name` otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ExportError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
 def _integral(value: Any, name: str) -> int:
