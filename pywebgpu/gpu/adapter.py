@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 # Features a kernel may specialise on, under their WebGPU-spec names.
 OPTIONAL_FEATURES = ("shader-f16", "subgroups", "timestamp-query")
 
-# Limits requested at the adapter's real values, since large weights exceed WebGPU's
+# Limits requested at the adapter's real values, since large buffers exceed WebGPU's
 # small defaults (128 MiB per storage binding).
 REQUESTED_LIMITS = (
     "maxStorageBufferBindingSize",

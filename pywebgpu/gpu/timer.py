@@ -10,7 +10,7 @@ from .buffers import Buffer
 class GPUTimer:
     """GPU time of one submit, from timestamp queries: the beginning of its first compute
     pass to the end of its last (copies between passes included, the queue's wait before
-    the first not). Browsers may round timestamps (Chromium: to 100 µs by default)."""
+    the first not). Browsers may round timestamps (Chromium does by default)."""
 
     def __init__(self, device, query_set, resolved: Buffer):
         self.device = device
