@@ -24,8 +24,7 @@ import shutil
 from pathlib import Path
 
 from pywebgpu.llm.manifest import pte_entry
-from pywebgpu.pte import load_program
-from pywebgpu.pte.reader import TensorValue
+from pywebgpu.pte import TensorValue, load_program
 
 from .options import MANIFEST
 
