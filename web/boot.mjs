@@ -1,11 +1,9 @@
 // Boots Python (Pyodide) with pywebgpu installed, entirely from the local server.
 // Works on the main thread and inside a module Web Worker.
 //
-// The wheels go in with Pyodide's own loadPackage, not micropip: both are named in the
-// bundle's wheels.json (flatbuffers is pywebgpu's one requirement), so nothing needs
-// resolving, and micropip's import and installs took 0.45-0.48 s of each boot against
-// 0.11-0.13 on a 2-core machine (BENCHMARKS.md). micropip installs the same wheels too
-// (web/pyscript.html).
+// The wheels go in with Pyodide's own loadPackage, not micropip: the bundle's wheels.json
+// names both (flatbuffers is pywebgpu's one requirement), so nothing needs resolving and
+// the boot skips micropip's import.
 export async function bootPython({ onStatus = () => {} } = {}) {
   const vendor = new URL("vendor/", import.meta.url).href;
   onStatus("Starting Python…");
