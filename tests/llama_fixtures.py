@@ -31,10 +31,10 @@ LONG_MAX_SEQ_LEN = 80
 # A chat: a prompt and greedy steps, a second prompt of another length and a step, a
 # third prompt of the first one's length and steps. Calls 4-6 each return to the shape of
 # an earlier call after a call of another shape: the runtime restores what it kept for
-# that shape (runtime/graph.py's shape states) instead of resizing.
+# that shape (runtime/shape_states.py) instead of resizing.
 CHAT_CALLS = [PREFILL_TOKENS, None, None, [7, 260, 33], None, [90, 5, 411, 64, 2], None, None]
 CHAT_RETURNS = (4, 5, 6)
-# What the runtime's fusion pass makes of each block (runtime/fusion.py), by kernel set:
+# What the runtime's fusion pass makes of each block (runtime/fusion/), by kernel set:
 # the attention norm and q, k and v as one linear; the MLP norm and gate and up as one;
 # where the kernels for GPUs run, the down projection reads that as silu(gate) * up,
 # adding the residual (on CPU adapters the gate|up linear writes silu(gate) * up, and the
@@ -225,7 +225,7 @@ def check_decode_resizes(resized):
     after the first decode step (whose length differs from the prefill's) a decode step
     resizes only the ops that read the position on the host (select_as_symint), never an
     attention op; no slice of the RoPE tables is left, nor the arithmetic of their end
-    (input_pos + seq_len) and length (runtime/fusion.py)."""
+    (input_pos + seq_len) and length (runtime/fusion/)."""
     for step, names in enumerate(resized[2:], start=2):
         assert names, f"run {step}: nothing was resized, though the position changed"
         assert set(names) == {"et_vk.select_as_symint.default"}, f"run {step} resized {names}"
