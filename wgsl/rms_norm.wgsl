@@ -1,6 +1,7 @@
 // out[r, :] = x[r, :] * inverseSqrt(mean(x[r, :]^2) + eps) * weight, f32.
-// Entry points by adapter kind (norm.py chooses): on GPUs `main`, one workgroup per row;
-// on CPU adapters `row_per_thread`, which needs no barriers.
+// Entry points by adapter kind: on GPUs `main`, one workgroup per row; on CPU adapters
+// `row_per_thread`, which needs no barriers.
+#include "common/reduce.wgsl"
 
 struct Params {
   rows: u32,
@@ -15,10 +16,10 @@ struct Params {
 @group(0) @binding(3) var<uniform> p: Params;
 
 const WORKGROUP_SIZE: u32 = 256u;
-var<workgroup> partial: array<f32, WORKGROUP_SIZE>;
+var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
 
 // One workgroup per row: each thread sums the squares of a strided slice of the row,
-// then a shared-memory tree adds the 256 partial sums.
+// then a shared-memory tree adds the partial sums.
 @compute @workgroup_size(256)
 fn main(
   @builtin(workgroup_id) group: vec3<u32>,
@@ -35,25 +36,17 @@ fn main(
     let v = x[base + i];
     sum_squares += v * v;
   }
-  partial[thread] = sum_squares;
-  workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
-    if (thread < stride) {
-      partial[thread] += partial[thread + stride];
-    }
-    workgroupBarrier();
-  }
-  let inv_rms = inverseSqrt(partial[0] / f32(p.width) + p.eps);
+  let inv_rms = inverseSqrt(workgroup_sum(thread, WORKGROUP_SIZE, sum_squares) / f32(p.width) + p.eps);
   for (var i = thread; i < p.width; i += WORKGROUP_SIZE) {
     out[base + i] = x[base + i] * inv_rms * weight[i];
   }
 }
 
 // One thread per row. CPU adapters run a workgroup's invocations one SIMD batch after
-// another and switch between all of them at every barrier: for a decode row of 576
-// values `main`'s 9 barriers cost ~40x this loop on SwiftShader.
+// another and switch between all of them at every barrier, which costs them far more
+// than a row's arithmetic.
 // Grid: (x, y) flatten ceil(rows / ROW_THREADS) workgroups.
-const ROW_THREADS: u32 = 64u;  // norm.py's ROW_THREADS
+const ROW_THREADS: u32 = 64u;  // rows per workgroup (the handler's too)
 
 @compute @workgroup_size(ROW_THREADS)
 fn row_per_thread(

@@ -3,6 +3,8 @@
 // `inner` apart. One workgroup per row: each thread keeps an online (max, sum of
 // exp(v - max)) over a strided slice of the row, a shared-memory tree merges the pairs,
 // and a second pass writes the results. Subtracting the row max keeps exp finite.
+#include "common/limits.wgsl"
+
 override LOG: bool = false;  // log_softmax instead of softmax
 
 struct Params {
@@ -17,9 +19,6 @@ struct Params {
 @group(0) @binding(2) var<uniform> p: Params;
 
 const WORKGROUP_SIZE: u32 = 256u;
-// The most negative finite f32: a start for running maxima that exp() maps to 0 without
-// the inf - inf = NaN an actual -inf would give.
-const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
 var<workgroup> row_max: array<f32, WORKGROUP_SIZE>;
 var<workgroup> row_sum: array<f32, WORKGROUP_SIZE>;

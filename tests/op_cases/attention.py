@@ -134,7 +134,7 @@ def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=N
 def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
     """attention_case's runs through RopeKVCacheAttention, both kernel sets expecting the
     RoPE op fused into the attention (runtime/fusion.py; decode steps rotate in the
-    attention kernel: sdpa.wgsl's ROPE, sdpa_cpu.wgsl's ROPE_DECODE)."""
+    attention kernel: attention/split.wgsl's ROPE, attention/cpu.wgsl's ROPE_DECODE)."""
     module = RopeKVCacheAttention(context, kv_heads, head_dim)
     return [
         dataclasses.replace(case, module=module, expect_ops=("rope + sdpa_with_kv_cache (fused)",))
@@ -145,7 +145,7 @@ def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
 def upgraded(cases, upgrade_before_run=0):
     """The -cpu case of `cases` with the graph's upgrades built before run
     `upgrade_before_run` (GraphRuntime.build_upgrades, as a chat starts it after a reply in
-    the browser): calls of several rows before it run sdpa_cpu.wgsl's 2-row kernel, after
+    the browser): calls of several rows before it run attention/cpu.wgsl's 2-row kernel, after
     it the 4-row one."""
     (case,) = [case for case in cases if case.kernel_set == "cpu"]
     rows = [q.shape[1] for q, *_ in case.runs]
@@ -161,11 +161,11 @@ GQA2 = attention_case("sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads
 
 CASES = [
     *GQA2,
-    # Adapters without subgroups run sdpa.wgsl with the kernels for CPU adapters.
+    # Adapters without subgroups run attention/split.wgsl with the kernels for CPU adapters.
     without_subgroups(GQA2[0]),
     *attention_case("sdpa-kv-gqa3-odd-dim", consecutive(7, 1, 1, 2, 1), 24, q_heads=6, kv_heads=2, head_dim=20),
     *attention_case("sdpa-kv-mha-hd7", consecutive(3, 1, 1), 8, q_heads=3, kv_heads=3, head_dim=7),
-    # One query head per kv head: sdpa_cpu.wgsl's quads take a head each (QUAD_HEADS 1),
+    # One query head per kv head: attention/cpu.wgsl's quads take a head each (QUAD_HEADS 1),
     # over 1 to 9 keys (whole and partial blocks of keys).
     *attention_case("sdpa-kv-mha", consecutive(6, 1, 2), 12, q_heads=2, kv_heads=2, head_dim=16),
     # Over 64 keys: rows split over several workgroups, merged by the combine pass.
@@ -184,18 +184,18 @@ CASES = [
         [*consecutive(62, 1, 1, 1), (65, 64), *[(129 + i, 1) for i in range(3)], (20, 1), (21, 1)],
         140, q_heads=4, kv_heads=2, head_dim=16,
     ),
-    # Decode past the keys one workgroup per row takes (ops/attention.py's
+    # Decode past the keys one workgroup per row takes (ops/attention/selection.py's
     # WHOLE_ROW_MAX_KEYS = 1,024: then split over workgroups and merged), and back below.
     *attention_case(
         "sdpa-kv-decode-past-whole-row", [*consecutive(1022, 1, 1, 1), (500, 1)], 1030, q_heads=4, kv_heads=2, head_dim=8
     ),
-    # A prefill of 70 rows and a chunk of 64 at position 70 run sdpa_tiled.wgsl on GPUs
-    # (ops/attention.py's TILED_MIN_ROWS): 8 query heads per kv head, so 4 rows per
+    # A prefill of 70 rows and a chunk of 64 at position 70 run attention/tiled.wgsl on GPUs
+    # (ops/attention/selection.py's TILED_MIN_ROWS): 8 query heads per kv head, so 4 rows per
     # workgroup; keys cached and new in one block; decode steps between.
     *attention_case(
         "sdpa-kv-tiled-gqa8", [(0, 70), (70, 1), (71, 64), (135, 1)], 140, q_heads=32, kv_heads=4, head_dim=16
     ),
-    # Past head dim 64 sdpa_tiled.wgsl stages blocks of 16 keys and each lane holds 8
+    # Past head dim 64 attention/tiled.wgsl stages blocks of 16 keys and each lane holds 8
     # vec4 groups: head dim 100 (lanes holding 7 and 6 groups; 3 query heads per kv head,
     # 10 rows per workgroup), and 128 (Llama-3.2-3B's; one head per kv head, 32 rows).
     *attention_case(
@@ -210,7 +210,7 @@ CASES = [
     *attention_case(
         "custom-sdpa-unfused", consecutive(6, 1, 2), 12, q_heads=6, kv_heads=3, head_dim=16, unfused_patterns=("causal_sdpa",)
     ),
-    # The same with a prefill of 66 rows: sdpa_tiled.wgsl over caches that already hold
+    # The same with a prefill of 66 rows: attention/tiled.wgsl over caches that already hold
     # this call's rows (no UPDATE_CACHE).
     *attention_case(
         "custom-sdpa-unfused-tiled", [(0, 66), (66, 1)], 72, q_heads=6, kv_heads=3, head_dim=16,
@@ -220,16 +220,16 @@ CASES = [
     # and a chunk; then rows split over workgroups (head dim 64).
     *rope_attention_case("rope-sdpa-kv-gqa2", consecutive(5, 1, 1, 1, 3, 1), 16, q_heads=4, kv_heads=2, head_dim=8),
     *rope_attention_case("rope-sdpa-kv-long-context", consecutive(40, 33, 1, 1, 1), 96, q_heads=4, kv_heads=2, head_dim=64),
-    # 8 query heads per kv head: two of sdpa_cpu.wgsl's quads per kv head, each storing
+    # 8 query heads per kv head: two of attention/cpu.wgsl's quads per kv head, each storing
     # a decode step's new key and value; head dim 20: lanes holding 8, 4 and no dims.
     *rope_attention_case("rope-sdpa-kv-two-quads-hd20", consecutive(3, 1, 1, 2, 1), 12, q_heads=16, kv_heads=2, head_dim=20),
-    # SmolLM2's heads, decode steps across ops/attention.py's CPU_SPLIT_MIN_KEYS (512:
-    # sdpa_cpu.wgsl then splits a row's keys over two quads per kv head and merges them),
+    # SmolLM2's heads, decode steps across ops/attention/selection.py's CPU_SPLIT_MIN_KEYS (512:
+    # attention/cpu.wgsl then splits a row's keys over two quads per kv head and merges them),
     # then back below it.
     *rope_attention_case(
         "rope-sdpa-kv-cpu-decode-split", [*consecutive(510, 1, 1, 1), (100, 1)], 516, q_heads=9, kv_heads=3, head_dim=64
     ),
-    # sdpa_cpu.wgsl's 4-row kernel, built after the load: a prefill before the upgrade and
+    # attention/cpu.wgsl's 4-row kernel, built after the load: a prefill before the upgrade and
     # a 3-row chunk after it; SmolLM2-like heads over 40 and 33 rows; the 1B's (4 heads a
     # quad) over 7 and 66; two quads a kv head over 2 rows (half a quad's rows); one head
     # a quad.

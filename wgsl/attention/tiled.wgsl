@@ -1,24 +1,20 @@
-// --- tiled: a prefill's attention, for GPUs with subgroups ------------------------------
-// attention.py appends this to sdpa.wgsl (whose layouts, Params, helpers and bindings it
-// uses) behind the subgroup directives, for head dims that are multiples of 4 up to
-// TILED_MAX_HEAD_DIM, without ROPE (a prefill's RoPE runs as its own op before).
-//
-// `main` gives each query row and head a workgroup of its own, which reads every one of
-// the row's keys and values: a 511-token prefill reads each key ~511 times per head
-// (H200, the 1B: 1.3 ms a layer, ~0.8 TFLOPS). Here a workgroup takes TILE_PAIRS
-// (query row, head) pairs: the heads of one kv head (Hq / Hkv of them) at
-// TILE_PAIRS / (Hq / Hkv) consecutive rows. It walks their keys KEY_BLOCK at a time,
-// staging each block's keys and values in workgroup memory, where every pair reads them
-// (16 KiB: 32 keys of head dims up to 64, 16 of head dims up to 128).
+// Causal attention over a KV cache for a prefill's many rows on GPUs with subgroups, for
+// head dims that are multiples of 4 up to 128, without ROPE (a prefill's RoPE runs as its
+// own op before). The split and whole_row kernels read every key once per row and head;
+// here a workgroup takes TILE_PAIRS (query row, head) pairs, the heads of one kv head
+// (Hq / Hkv of them) at TILE_PAIRS / (Hq / Hkv) consecutive rows, and walks their keys
+// KEY_BLOCK at a time, staging each block's keys and values in workgroup memory, where
+// every pair reads them (16 KiB: 32 keys of head dims up to 64, 16 of head dims up to 128).
 // A quad per pair: lane j holds q and the output at the dims' vec4 groups j, j + 4, j + 8,
-// j + 12 (and j + 16 .. j + 28 past head dim 64), dots them with a key, and two quad
-// swaps add the four partial scores. Softmax
-// online: each 8 keys' scores raise the pair's running max, which rescales its sum and
-// outputs so far (flash attention).
-// With UPDATE_CACHE each workgroup also stores its rows' new keys and values in the
-// caches (the attention reads new keys from k and v, never from the rows being written).
-// Grid: (Hkv, ceil(S / rows per workgroup)).
-const TILE_PAIRS: u32 = 32u;  // attention.py's TILED_PAIRS
+// j + 12 (and j + 16 .. j + 28 past head dim 64), dots them with a key, and two quad swaps
+// add the four partial scores. Softmax online: each 8 keys' scores raise the pair's
+// running max, which rescales its sum and outputs so far (flash attention).
+// With UPDATE_CACHE each workgroup also stores its rows' new keys and values in the caches
+// (the attention reads new keys from k and v, never from the rows being written).
+// Grid: (Hkv, ceil(S / rows per workgroup)). The host puts the subgroup directives first.
+#include "attention/rows.wgsl"
+
+const TILE_PAIRS: u32 = 32u;  // the handler's pairs per workgroup
 const TILED_THREADS: u32 = 4u * TILE_PAIRS;
 const TILE_VECS: u32 = 512u;  // vec4s of a staged block of keys (or values): 8 KiB
 // vec4 groups of a staged key: 16, or 32 past head dim 64 (TILED_MAX_HEAD_DIM / 4).

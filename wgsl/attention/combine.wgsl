@@ -1,22 +1,13 @@
-// The second pass of sdpa.wgsl when rows were split over several workgroups: merge each
+// The second pass of split.wgsl when rows were split over several workgroups: merges each
 // (query row, head)'s per-split (max score m_i, sum l_i of exp(score - m_i), weighted
 // value sums a_i) into out = sum_i a_i exp(m_i - m) / sum_i l_i exp(m_i - m), m = max m_i.
 // One workgroup per (head, row): the threads share out the splits for m and the
 // denominator, then the head dims for the output.
+#include "common/limits.wgsl"
+#include "common/reduce.wgsl"
+#include "attention/params.wgsl"
+
 override HEAD_DIM: u32 = 64u;
-
-struct Params {  // sdpa.wgsl's
-  seq_len: u32,
-  q_heads: u32,
-  kv_heads: u32,
-  chunk: u32,
-  splits: u32,
-  scale: f32,
-}
-
-struct Position {
-  input_pos: u32,
-}
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> partials: array<f32>;
@@ -25,41 +16,12 @@ struct Position {
 
 const WORKGROUP_SIZE: u32 = 64u;
 const MAX_SPLITS: u32 = 256u;
-const LOWEST: f32 = -0x1.fffffep+127f;  // -FLT_MAX, exactly (a rounded decimal can exceed it)
 
-var<workgroup> rescale: array<f32, MAX_SPLITS>;  // exp(m_i - m) / denominator
+var<workgroup> rescale: array<f32, MAX_SPLITS>;  // exp(m_i - m)
 var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
 
-fn workgroup_max(thread: u32, value: f32) -> f32 {
-  reduction[thread] = value;
-  workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
-    if (thread < stride) {
-      reduction[thread] = max(reduction[thread], reduction[thread + stride]);
-    }
-    workgroupBarrier();
-  }
-  let result = reduction[0];
-  workgroupBarrier();
-  return result;
-}
-
-fn workgroup_sum(thread: u32, value: f32) -> f32 {
-  reduction[thread] = value;
-  workgroupBarrier();
-  for (var stride = WORKGROUP_SIZE / 2u; stride > 0u; stride /= 2u) {
-    if (thread < stride) {
-      reduction[thread] += reduction[thread + stride];
-    }
-    workgroupBarrier();
-  }
-  let result = reduction[0];
-  workgroupBarrier();
-  return result;
-}
-
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn combine(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;
   let row = group.y;
   let keys = position.input_pos + row + 1u;
@@ -71,7 +33,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   for (var i = thread; i < used_splits; i += WORKGROUP_SIZE) {
     thread_max = max(thread_max, partials[(first_slot + i) * stride]);
   }
-  let max_score = workgroup_max(thread, thread_max);
+  let max_score = workgroup_max(thread, WORKGROUP_SIZE, thread_max);
   var thread_sum = 0.0;
   for (var i = thread; i < used_splits; i += WORKGROUP_SIZE) {
     let slot = (first_slot + i) * stride;
@@ -79,7 +41,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     rescale[i] = factor;
     thread_sum += partials[slot + 1u] * factor;
   }
-  let inv_denominator = 1.0 / workgroup_sum(thread, thread_sum);  // its barriers publish rescale[]
+  let inv_denominator = 1.0 / workgroup_sum(thread, WORKGROUP_SIZE, thread_sum);  // its barriers publish rescale[]
 
   for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
     // Four splits per step, loaded together (latency, not bandwidth, is the limit).
