@@ -1,5 +1,7 @@
 // out[t, d] = weight[indices[t], d], f32. An id outside [0, V) gives zeros instead of
 // reading out of bounds. One thread per output element.
+#include "common/index.wgsl"
+
 struct Params {
   tokens: u32,
   dim: u32,    // D
@@ -12,9 +14,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> indices: array<i32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(ELEMENT_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
+  let i = element_index(gid, groups);
   if (i >= p.tokens * p.dim) {
     return;
   }

@@ -5,6 +5,8 @@
 // (not transposed). D and group_size are multiples of 8: a u32 word holds 8 values of one
 // group. An id outside [0, V) gives a row of zeros instead of reading out of bounds.
 // One thread per (token, word): it writes 8 outputs as two vec4s.
+#include "common/index.wgsl"
+
 override LINEAR_ORDER: bool = true;
 
 struct Params {
@@ -24,9 +26,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read> indices: array<i32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(ELEMENT_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
+  let i = element_index(gid, groups);
   let words = p.dim / 8u;
   if (i >= p.tokens * words) {
     return;

@@ -3,13 +3,15 @@
 // Negative indices count from the end as in PyTorch. Indices the host could not check
 // (computed on the GPU) are clamped into [0, dim_size), so a bad one never reads outside
 // `src`.
+#include "common/index.wgsl"
+
 struct Params {
   numel: u32,
   ndim: u32,
   dim: u32,
   dim_size: u32,  // src's size along `dim`; the host guarantees it is not 0
-  out_sizes: array<vec4<u32>, 2>,
-  src_strides: array<vec4<u32>, 2>,
+  out_sizes: Dims,
+  src_strides: Dims,
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
@@ -17,13 +19,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> indices: array<i32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-fn dim_at(v: array<vec4<u32>, 2>, i: u32) -> u32 {
-  return v[i / 4u][i % 4u];
-}
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(ELEMENT_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let index = gid.x + gid.y * groups.x * 256u;
+  let index = element_index(gid, groups);
   if (index >= p.numel) {
     return;
   }

@@ -5,6 +5,7 @@
 // with cos/sin [rows, D/2] read at row first_row + the pair's token and at the pair index:
 // first_row is 0 for tables of this call's rows, the position for whole tables (the
 // SymInt's own buffer, read here so that a decode step changes nothing but its value).
+#include "common/index.wgsl"
 
 struct Params {
   q_pairs: u32,           // pairs in xq: numel / 2
@@ -35,25 +36,24 @@ fn freq_index(pair: u32, pairs_per_token: u32) -> u32 {
   return token * p.half_dim + pair % p.half_dim;
 }
 
-@compute @workgroup_size(256)
+// The pair (re, im) rotated by the angle of table entry `f`.
+fn rotated(re: f32, im: f32, f: u32) -> vec2<f32> {
+  let c = freqs_cos[f];
+  let s = freqs_sin[f];
+  return vec2<f32>(re * c - im * s, re * s + im * c);
+}
+
+@compute @workgroup_size(ELEMENT_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let index = gid.x + gid.y * groups.x * 256u;
+  let index = element_index(gid, groups);
   if (index < p.q_pairs) {
-    let f = freq_index(index, p.q_pairs_per_token);
-    let c = freqs_cos[f];
-    let s = freqs_sin[f];
-    let re = xq[2u * index];
-    let im = xq[2u * index + 1u];
-    xq_out[2u * index] = re * c - im * s;
-    xq_out[2u * index + 1u] = re * s + im * c;
+    let r = rotated(xq[2u * index], xq[2u * index + 1u], freq_index(index, p.q_pairs_per_token));
+    xq_out[2u * index] = r.x;
+    xq_out[2u * index + 1u] = r.y;
   } else if (index < p.q_pairs + p.k_pairs) {
     let pair = index - p.q_pairs;
-    let f = freq_index(pair, p.k_pairs_per_token);
-    let c = freqs_cos[f];
-    let s = freqs_sin[f];
-    let re = xk[2u * pair];
-    let im = xk[2u * pair + 1u];
-    xk_out[2u * pair] = re * c - im * s;
-    xk_out[2u * pair + 1u] = re * s + im * c;
+    let r = rotated(xk[2u * pair], xk[2u * pair + 1u], freq_index(pair, p.k_pairs_per_token));
+    xk_out[2u * pair] = r.x;
+    xk_out[2u * pair + 1u] = r.y;
   }
 }

@@ -1,5 +1,7 @@
 // out = f(x), elementwise, f32; and silu_mul: out = silu(x) * y, the Llama MLP's gate
 // (sigmoid, mul and mul of the export fused into one dispatch by the runtime).
+#include "common/index.wgsl"
+
 override OP: u32 = 0u;  // 0 sigmoid, 1 neg, 2 exp, 3 relu, 4 silu, 5 tanh
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
@@ -16,9 +18,9 @@ fn sigmoid(v: f32) -> f32 {
   return e / (1.0 + e);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(ELEMENT_THREADS)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
+  let i = element_index(gid, groups);
   if (i >= numel.x) {
     return;
   }
@@ -35,9 +37,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   out[i] = r;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(ELEMENT_THREADS)
 fn silu_mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
+  let i = element_index(gid, groups);
   if (i >= numel.x) {
     return;
   }
