@@ -151,7 +151,7 @@ class HostSections:
             (graph, "set_inputs", "set inputs"),
             (graph, "propagate_resize", "resize"),
             (graph, "record", "record"),
-            (graph._top_k, "prepare", "top-k prepare"),
+            (model.top_k.reducer, "prepare", "top-k prepare"),
             (graph.device, "submit", "submit"),
             (graph.device, "_submit_batch", "batch end (its JS call included)"),
         ):
@@ -181,11 +181,11 @@ class LoadPhases:
         ("pywebgpu.llm.model", "_sha256_hex", "sha256"),
         ("pywebgpu.llm.tokenizer", "Tokenizer.from_json", "tokenizer"),
         ("pywebgpu.pte", "load_program", "pte read"),
-        ("pywebgpu.pte.reader", "Program.vulkan_graph", "pte read"),
+        ("pywebgpu.pte", "Program.vulkan_graph", "pte read"),
         ("pywebgpu.runtime.graph", "GraphRuntime.__init__", "graph setup"),
         ("pywebgpu.llm.model", "request_device", "device request"),
         ("pywebgpu.runtime.graph", "GraphRuntime.build", "graph build"),
-        ("pywebgpu.runtime.graph", "GraphRuntime.build_top_k", "top-k build"),
+        ("pywebgpu.llm.logits_top_k", "LogitsTopK.build", "top-k build"),
     )
 
     def __enter__(self):
@@ -391,8 +391,7 @@ class Measurement:
         self._sections = {context: [] for context in decode_contexts}  # per round {label: ms per token}
         self._prefill_walls = {length: [] for length in prefill_lengths}
         self._prefill_hosts = {length: [] for length in prefill_lengths}
-        # (tok/s, host ms, submit ms, its JS call's ms, its JS run's ms; None and None
-        # natively) per round
+        # Per round: tok/s, host ms, submit ms, its JS call's ms and its JS run's ms (None natively).
         self._decodes = {context: [] for context in decode_contexts}
         self._continuations = {}  # context -> the first round's [first token, decoded...]
         self._dispatches = {}
@@ -426,9 +425,7 @@ class Measurement:
         """One repetition of every measurement (`number` counts from 1, for the log)."""
         for length in self.prefill_lengths:
             if self.prompt_shapes == "new":
-                # Timed as a prompt of a length the graph has kept no state for, as a chat's
-                # prompts mostly are (graph.shape_states): each of its calls' shapes
-                # but a one-token call's, which is decoding's (a chat keeps that one).
+                # A prompt of a new length, as most of a chat's are: its calls' shape states go, decoding's stays.
                 for start in range(0, length, self.model.max_prefill):
                     if (chunk := min(self.model.max_prefill, length - start)) > 1:
                         self.model.graph.shape_states.pop(((1, chunk), (1,)), None)
