@@ -183,7 +183,7 @@ class OpHandler(OpPart):
 
     def write_params(self, buffer, data: bytes):
         """Rewrite a parameter buffer only when its bytes changed."""
-        self.graph.write_if_changed(buffer, data)
+        self.graph.uniforms.write_if_changed(buffer, data)
 
     # --- life cycle (overridden) ---------------------------------------------------
     def aliases(self) -> dict:

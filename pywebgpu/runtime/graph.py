@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import struct
 
-from ..gpu import STORAGE_USAGE, UNIFORM_USAGE, Device, GPUError
+from ..gpu import STORAGE_USAGE, Device, GPUError
 from ..ops import load_all_ops, registry
 from ..values import SymInt, Tensor, ValueList
 from .constants import Constants
@@ -30,6 +29,7 @@ from .host_io import HostTensor, read_output, staged_input
 from .memory_plan import plan_memory
 from .program_values import runtime_value
 from .shape_states import ShapeStates
+from .uniforms import Uniforms, int_bytes
 
 
 class GraphRuntime:
@@ -69,12 +69,7 @@ class GraphRuntime:
             on_host = [i for i in self._consumers.get(tensor.id, ()) if self.ops[i].reads_host_values] if tensor is not None else []
             if on_host:
                 self._host_readers[tensor.id] = on_host
-        # SymInt id → value_key() of the op making it; key → int_on_gpu's shared buffer.
-        self._value_keys = {op.out.id: key for op in self.ops if (key := op.value_key()) is not None}
-        self._keyed_int_buffers: dict = {}
-        self._last_written: dict[int, bytes] = {}  # id(buffer) → bytes, of write_if_changed
-        self._written_buffers: dict[int, object] = {}  # id(buffer) → buffer, the same ones
-        self._int_buffers: dict = {}  # value id → int_on_gpu's buffer of a constant Int
+        self.uniforms = Uniforms(device, {op.out.id: key for op in self.ops if (key := op.value_key()) is not None})
         self.constants: Constants | None = None  # made at build
         self.built = False
         # Incremental execution (see the module docstring): ops to resize (a heap of op
@@ -211,30 +206,9 @@ class GraphRuntime:
         for kernels that read it on the GPU; a SymInt's is rewritten whenever its value
         changes. Made on the first call (from an op's build), shared by every reader, and
         by the SymInts that always hold the same value (OpHandler.value_key)."""
-        value = self.values[value_id]
-        if isinstance(value, SymInt):
-            if value.buffer is None:
-                key = self._value_keys.get(value_id)
-                value.buffer = self._keyed_int_buffers.get(key) if key is not None else None
-                if value.buffer is None:
-                    value.buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"symint{value_id}")
-                    if key is not None:
-                        self._keyed_int_buffers[key] = value.buffer
-                self.write_if_changed(value.buffer, _int_bytes(value.value))
-            return value.buffer
-        if value_id not in self._int_buffers:
-            buffer = self.device.create_buffer(16, UNIFORM_USAGE, label=f"int{value_id}")
-            self.device.write_buffer(buffer, _int_bytes(value))
-            self._int_buffers[value_id] = buffer
-        return self._int_buffers[value_id]
+        return self.uniforms.int_buffer(value_id, self.values[value_id])
 
     # --- execute -----------------------------------------------------------------------
-    def write_if_changed(self, buffer, data: bytes):
-        key = id(buffer)
-        if self._last_written.get(key) != data:
-            self.device.write_buffer(buffer, data)
-            self._last_written[key] = data
-            self._written_buffers[key] = buffer
 
     def _mark_all_stale(self):
         """Resize every op in the next run (after build, or a failed run: its state is
@@ -257,7 +231,7 @@ class GraphRuntime:
         readers = self._host_readers.get(value_id, ()) if host_data_only else self._consumers.get(value_id, ())
         if type(value) is SymInt:
             if value.buffer is not None:
-                self.write_if_changed(value.buffer, _int_bytes(value.value))
+                self.uniforms.write_if_changed(value.buffer, int_bytes(value.value))
             low, high, unserved = self._served.get(value_id) or self._serving(value_id)
             if low <= value.value <= high:
                 readers = unserved
@@ -392,15 +366,12 @@ class GraphRuntime:
             self.propagate_resize()
         if self._to_record:
             self.record()
-        restored = self.shape_states.switch(self._shape, shape, self._last_written, self._op_commands, self._schedule, self._op_starts)
+        written = self.uniforms.last_written
+        restored = self.shape_states.switch(self._shape, shape, written, self._op_commands, self._schedule, self._op_starts)
         if restored is None:
             self._schedule = None  # the one made so far stays the kept shape's
             return
-        written = self._last_written
-        for key, data in restored.written.items():
-            if written[key] != data:
-                self.device.write_buffer(self._written_buffers[key], data)
-                written[key] = data
+        self.uniforms.restore(restored.written)
         self._op_commands = list(restored.op_commands)
         self._schedule, self._op_starts = restored.schedule, restored.op_starts
         self._served.clear()
@@ -423,7 +394,3 @@ class GraphRuntime:
         """Run the graph on `inputs` (HostTensor, or numpy-like arrays); returns the outputs."""
         self.submit(*inputs)
         return [await read_output(self.device, tensor) for tensor in self.outputs]
-
-
-def _int_bytes(value: int) -> bytes:
-    return struct.pack("<i12x", value)

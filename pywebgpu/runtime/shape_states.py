@@ -30,7 +30,7 @@ class ShapeState:
     """What resizing and recording left for one shape of the inputs. `ops`: op index → the
     attributes resize() sets, of the op and the OpParts it keeps; `values`: value id → a
     tensor's (sizes, host values) or a SymInt's value; `written`: the bytes last written to
-    each buffer (GraphRuntime.write_if_changed's); the ops' commands and the schedule."""
+    each buffer (Uniforms.last_written); the ops' commands and the schedule."""
 
     ops: dict
     values: dict
@@ -66,12 +66,6 @@ class ShapeStates:
         self._changed_values: set[int] = set()
         self._base_values: dict[int, object] = {}
         self._parts: dict[int, list] = {}
-
-    def __len__(self):
-        return len(self._states)
-
-    def __contains__(self, shapes):
-        return shape_key(shapes) in self._states
 
     def pop(self, shapes, default=None):
         """Drop the state kept for inputs of `shapes`: the next run of that shape resizes as
