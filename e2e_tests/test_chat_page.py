@@ -458,7 +458,7 @@ def note_kernels(graph, kernels):
     for index, op in enumerate(graph.ops):
         def resize(index=index, resize=op.resize):
             resize()
-            kernels.update(part.kernel for part, _ in graph.op_parts(index) if isinstance(getattr(part, "kernel", None), str))
+            kernels.update(part.kernel for part, _ in graph.shape_states.op_parts(index) if isinstance(getattr(part, "kernel", None), str))
         op.resize = resize
 
 async def greedy_reply_after_upgrades(manifest_url, first_question, question, max_tokens):
