@@ -1,51 +1,23 @@
-// The parts of the kernels for CPU adapters that share values through quads, for adapters
-// with subgroups (SwiftShader, lavapipe): the decode GEMV, and the x values of gemv_rows
-// (elsewhere linear_q4gsw_no_quads.wgsl loads them, and single rows run gemv_rows too).
-// ops/linear.py appends this file to linear_q4gsw.wgsl, whose section on the kernels for
-// CPU adapters describes the approach, behind the directives the quad operations need.
-// A quad is 4 consecutive invocations (as sdpa_cpu.wgsl assumes too).
-
-// gemv_rows' x values at word w for the 4 rows of a lane's slots (x_rows: where they
-// start; see XSlots): each lane loads its slot 0 (row j of lane j), and quad swaps
-// bring it the others, a SIMD shuffle each where a load is a gather, lane by lane.
-fn x_slots(x_rows: vec4<u32>, w: u32) -> XSlots {
-  let x = x_word(x_rows.x, w);
-  return XSlots(
-    x,
-    XWord(quadSwapX(x.lo), quadSwapX(x.hi), quadSwapX(x.offset_sum)),
-    XWord(quadSwapY(x.lo), quadSwapY(x.hi), quadSwapY(x.offset_sum)),
-    XWord(quadSwapDiagonal(x.lo), quadSwapDiagonal(x.hi), quadSwapDiagonal(x.offset_sum)),
-  );
-}
-
-// --- gemv
-// Each thread computes GEMV_OUTPUTS consecutive outputs of one row of x, so that each x
-// value serves GEMV_OUTPUTS weights, and loads its weights a chunk of 4 words (32 values)
-// at a time. Every storage load there is a gather, lane by lane, while a quad broadcast
-// is one SIMD shuffle: lane j of a quad loads the x values of the chunk's word j and
-// hands them to the other three. SwiftShader, SmolLM2's decode shapes, against the
-// 4-outputs, word-at-a-time kernel this replaced (both unpacking by masks): 8 outputs
-// 1.1-1.3x, chunks 1.2-1.4x, x by quads 1.1-1.2x. Leaving out one part at a time (a
-// diagnostic, wrong sums) showed the products only a fifth of its time, the rest the
-// loads, broadcasts and loop around them, so a thread takes 16 outputs, which share them
-// twice as widely as 8, in workgroups of 8 threads, which keep the small linears (N 576:
-// 5 workgroups) spread over the cores. Against 8 outputs in workgroups of 32 (SwiftShader
-// natively, interleaved, µs per dispatch): q/k/v 408 vs 457, gate/up 1,044 vs 1,144, the
-// output projection 235 vs 260, the down projection 531 vs 585, the LM head 16.3 vs 18.0
-// ms. 16 outputs in workgroups of 32 left N 576 two workgroups (352 and 838 µs); 32
-// outputs took gate/up and the LM head a further 0.93-0.98x, and N 576 1.13x slower.
+// gemv, for CPU adapters with subgroups (decode: one row of x): each thread computes
+// GEMV_OUTPUTS consecutive outputs, so that each x value serves GEMV_OUTPUTS weights, and
+// loads its weights a chunk of 4 words (32 values) at a time. A storage load there is a
+// gather, lane by lane, while a quad broadcast is one SIMD shuffle: lane j of a quad loads
+// the x values of the chunk's word j and hands them to the other three. Workgroups of
+// GEMV_THREADS threads keep the small linears spread over the cores.
 // A quad's threads take consecutive outputs: a quad whose first output is past N leaves
 // whole; in the others every thread stays to the end (outputs past N read the last
 // weight row, weight_row, and are never stored).
 // X_RMS_NORM: each lane also sums the squares of the norm's input at the words it loads,
-// and the quad adds them up: the four lanes load every word of the row once. (SwiftShader,
-// SmolLM2's q/k/v and gate/up: as fast as without the norm, which was a dispatch of its
-// own.)
-// p.silu_mul_out: a thread computes 8 outputs of silu(gate) * up, totals a and b the gate's
-// rows of them, c and d the up's.
+// and the quad adds them up: the four lanes load every word of the row once.
+// OUT_SILU_MUL (p.silu_mul_out fixed in the pipeline, so that the other linears' pipelines
+// run no untaken epilogue): a thread computes 8 outputs of silu(gate) * up, totals a and b
+// the gate's rows of them, c and d the up's.
 // Grid: (x, y) flatten the blocks of GEMV_THREADS threads, z = m.
-const GEMV_THREADS: u32 = 8u;  // linear.py's GEMV_THREADS
-const GEMV_OUTPUTS: u32 = 16u;  // linear.py's GEMV_OUTPUTS
+#include "linear/cpu_common.wgsl"
+
+override OUT_SILU_MUL: bool = false;
+const GEMV_THREADS: u32 = 8u;
+const GEMV_OUTPUTS: u32 = 16u;
 
 // `weights` as chunks of 4 words: gemv's group sizes are multiples of 32 values, so a
 // row is a whole number of chunks and a chunk never straddles two groups.
@@ -88,7 +60,7 @@ fn gemv(
   @builtin(workgroup_id) wg: vec3<u32>,
   @builtin(num_workgroups) groups: vec3<u32>,
 ) {
-  let silu_mul = OUT_SILU_MUL;  // p.silu_mul_out, fixed in the pipeline
+  let silu_mul = OUT_SILU_MUL;
   let outputs = select(GEMV_OUTPUTS, GEMV_OUTPUTS / 2u, silu_mul);
   let n0 = ((wg.x + wg.y * groups.x) * GEMV_THREADS + lid) * outputs;
   let lane = lid % 4u;  // in the quad
@@ -107,9 +79,8 @@ fn gemv(
   var total_b = vec4<f32>();
   var total_c = vec4<f32>();
   var total_d = vec4<f32>();
-  // One loop, a chunk per iteration, each scaled by its group's scales: in SwiftShader a
-  // loop nested in the loop over groups (chunks within a group) cost the kernel 1.6-1.7x
-  // (the loop-carried sums are spilled and blended under the lane mask each iteration).
+  // One loop, a chunk per iteration, each scaled by its group's scales (no loop over a
+  // group's chunks nested in it: see cpu_common.wgsl).
   var squares = 0.0;  // X_RMS_NORM: of the norm's input at this lane's words
   for (var chunk = 0u; chunk < p.k / 32u; chunk++) {
     // This lane's word of the chunk.

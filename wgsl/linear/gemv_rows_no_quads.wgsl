@@ -1,6 +1,6 @@
-// gemv_rows' x values for adapters without subgroups: ops/linear.py appends this file to
-// linear_q4gsw.wgsl where it cannot append linear_q4gsw_quads.wgsl, whose x_slots hands
-// the values round a quad instead of loading them all in every lane.
+// gemv_rows for adapters without subgroups: every lane loads the x values of all 4 rows
+// of its slots, where gemv_rows_quads.wgsl hands them round a quad.
+#include "linear/gemv_rows.wgsl"
 
 // x values at word w for the 4 rows of a lane's slots (x_rows: where they start; see
 // XSlots), each loaded.
