@@ -154,7 +154,7 @@ def fuse_mlp(graph):
     for match in _mlp_matches(graph, only_reader):
         gate, up, silu_mul, first = match.gate, match.up, match.silu_mul, match.first
         x, out = gate.x.id, silu_mul.out.id
-        if silu_mul.kernel_set == "cpu":
+        if graph.kernel_set == "cpu":
             name = "linear_q4gsw gate|up + silu_mul (fused)"
             graph.ops[first] = LinearQ4gswConcat(graph, first, name, (x, out), [gate, up], silu_mul_out=True)
             for index in (match.last, *match.views, silu_mul.index):
