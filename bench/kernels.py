@@ -3,7 +3,7 @@ is exported to a one-op .pte as the op tests export theirs (torch.export, ExecuT
 Vulkan partitioner), loaded with `pywebgpu.runtime.load` and timed as repeated
 `graph.submit` calls, natively on wgpu-native's best adapter.
 
-    .venv/bin/python -m bench.kernels [--kernel-set cpu|gpu] [--filter NAME[,NAME...]] [--list]
+    .venv/bin/python -m bench.kernels [--kernel-set cpu|gpu] [--filter NAME[,NAME...]] [--upgraded] [--list]
 
 Only public APIs run the op, so the table keeps working however the kernels behind an op
 are arranged. Each case loads as many copies of its program as its constants need to
@@ -210,16 +210,23 @@ async def _batch_seconds(device, graphs, inputs, runs: int) -> float:
     return time.perf_counter() - started
 
 
-async def time_case(device, case: Case, kernel_set: str | None, rounds: int) -> dict:
+async def _load(device, data, kernel_set: str | None, upgraded: bool):
     from pywebgpu.runtime import load
 
+    graph = await load(device, data, kernel_set=kernel_set)
+    if upgraded:
+        await graph.build_upgrades()
+    return graph
+
+
+async def time_case(device, case: Case, kernel_set: str | None, rounds: int, upgraded: bool) -> dict:
     data, example = export(case)
     inputs = host_tensors(example)
     before = device.allocated_bytes
-    graphs = [await load(device, data, kernel_set=kernel_set)]
+    graphs = [await _load(device, data, kernel_set, upgraded)]
     graph_bytes = device.allocated_bytes - before
     copies = min(MAX_COPIES, max(1, -(-STREAMED_BYTES // max(graph_bytes, 1))))
-    graphs += [await load(device, data, kernel_set=kernel_set) for _ in range(copies - 1)]
+    graphs += [await _load(device, data, kernel_set, upgraded) for _ in range(copies - 1)]
     await _batch_seconds(device, graphs, inputs, 1)  # untimed: first-run costs
     once = await _batch_seconds(device, graphs, inputs, 1)
     runs = max(1, min(100, round(ROUND_SECONDS / max(once, 1e-6))))
@@ -227,6 +234,7 @@ async def time_case(device, case: Case, kernel_set: str | None, rounds: int) -> 
     result = {
         "case": case.name,
         "kernel_set": graphs[0].kernel_set,
+        "upgraded": upgraded,
         "ops": sorted({op.name for op in graphs[0].ops}),
         "copies": copies,
         "runs_per_round": runs,
@@ -238,14 +246,14 @@ async def time_case(device, case: Case, kernel_set: str | None, rounds: int) -> 
     return result
 
 
-async def run(selected: list[Case], kernel_set: str | None, rounds: int) -> dict:
+async def run(selected: list[Case], kernel_set: str | None, rounds: int, upgraded: bool) -> dict:
     from pywebgpu.gpu import request_device
 
     device = await request_device()
     print(device.adapter.description, flush=True)
     results = []
     for case in selected:
-        result = await time_case(device, case, kernel_set, rounds)
+        result = await time_case(device, case, kernel_set, rounds, upgraded)
         results.append(result)
         print(
             f"{case.name:34} {result['kernel_set']}  {result['median_us']:10.1f} µs (best {result['best_us']:.1f}; "
@@ -259,6 +267,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kernels", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernel-set", choices=["cpu", "gpu"], help="the kernels for CPU adapters or for GPUs (default: by adapter)")
     parser.add_argument("--filter", help="comma-separated parts of case names; runs the cases whose name holds one (default: all)")
+    parser.add_argument("--upgraded", action="store_true", help="build the graphs' upgrades first: the kernels a model in the browser runs after its first reply")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per case (default 5)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--out", type=Path, help="also write the results here as JSON")
@@ -273,7 +282,7 @@ def main(argv=None) -> int:
         return 0 if table else 1
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # lavapipe warns without it
     logging.disable(logging.INFO)  # the exporter's notes on each case's partition
-    report = asyncio.run(run(table, args.kernel_set, args.rounds))
+    report = asyncio.run(run(table, args.kernel_set, args.rounds, args.upgraded))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n")
