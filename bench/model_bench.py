@@ -232,7 +232,7 @@ def python_loop_ms() -> float:
     return min(times)
 
 
-async def _step(model, tokens, position, clock):
+async def _step(model, tokens, position):
     """Feed `tokens` at `position`; (greedy next token, wall seconds)."""
     token, wall, _ = await _timed_step(model, tokens, position)
     return token, wall
@@ -307,7 +307,7 @@ async def _gpu_ms_per_token(model, first_token, position, count, clock) -> float
     try:
         token, seconds = first_token, []
         for offset in range(count):
-            token, _ = await _step(model, [token], position + offset, clock)
+            token, _ = await _step(model, [token], position + offset)
             seconds.append(await clock.timer.read_seconds())
     finally:
         clock.timer = None
@@ -401,9 +401,9 @@ class Measurement:
         """Warm-up (first-run costs: lazily built top-k reducer, driver caches) and the
         dispatch count of a prefill call, untimed."""
         device = self.model.graph.device
-        first, _ = await _step(self.model, self.prompt_tokens[:8], 0, self.clock)
+        first, _ = await _step(self.model, self.prompt_tokens[:8], 0)
         prefill_dispatches = self.clock.dispatches
-        await _step(self.model, [first], 8, self.clock)
+        await _step(self.model, [first], 8)
         self.result = {
             "adapter": device.adapter.description,
             "backend": device.adapter.backend,
@@ -436,7 +436,7 @@ class Measurement:
         for context in self.decode_contexts:
             # Every round decodes from the same cache state (greedy: the same tokens): the
             # prompt fed from position 0, untimed, in the same chunks each time.
-            first, _ = await _step(self.model, self.prompt_tokens[:context], 0, self.clock)
+            first, _ = await _step(self.model, self.prompt_tokens[:context], 0)
             window = self.prompt_tokens[:context][-PENALIZED_MAX:] + [first]  # TopK keeps the last PENALIZED_MAX
             generated, seconds, hosts, submits, dispatches = await _decode(
                 self.model, first, context, self.decode_tokens, self.clock, self.run_ahead, self.temperature, self.penalty, window,
