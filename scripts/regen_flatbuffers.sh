@@ -60,6 +60,6 @@ The script rewrites flatc's top-level imports (\`import vkgraph.X\`) to
 fully-qualified ones (\`import pywebgpu.pte._generated.vkgraph.X\`).
 The readers need only the pure-Python \`flatbuffers\` runtime; numpy is used by
 the \`...AsNumpy\` accessors and the object API when installed, and is never
-imported as a requirement. \`pywebgpu.pte.reader\` uses only the plain accessors.
+imported as a requirement. \`pywebgpu.pte\` uses only the plain accessors.
 MD
 echo "generated $(find "$out" -name '*.py' | wc -l) modules in $out"
