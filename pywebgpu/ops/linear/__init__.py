@@ -9,10 +9,7 @@
 
 from .dq8ca import ChooseQparamsAffine, LinearDq8caQ4gsw
 from .fused import LinearQ4gswConcat, LinearQ4gswResidual, RmsNormLinear
-from .params import pack_params
-from .plan import choose_kernel, gemm_plan
 from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly
-from .shaders import kernel_build, kernel_source
 
 __all__ = [
     "ChooseQparamsAffine",
@@ -22,9 +19,4 @@ __all__ = [
     "LinearQ4gswResidual",
     "LinearQ4gswWeightOnly",
     "RmsNormLinear",
-    "choose_kernel",
-    "gemm_plan",
-    "kernel_build",
-    "kernel_source",
-    "pack_params",
 ]
