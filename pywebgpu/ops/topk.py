@@ -1,9 +1,9 @@
-"""The top k logits of a row, chosen on the GPU (kernel: wgsl/topk.wgsl), so a generated
+"""The top k logits of a row, chosen on the GPU (kernels: wgsl/topk/), so a generated
 token costs a readback of k (value, index) pairs instead of the whole vocabulary; and,
 for sampled decoding, a token drawn from them on the GPU (`Draw`), so that the next step
 can take it there before the host has read it.
 
-Not a graph op: the runtime appends it after a graph's logits output (GraphRuntime.top_k).
+Not a graph op: it runs after a graph's logits output.
 """
 
 from __future__ import annotations
@@ -22,25 +22,22 @@ HISTORY_RING = 2 * PENALIZED_MAX
 # Logits per first-pass workgroup: enough workgroups to fill a GPU, few enough candidates
 # (n / CHUNK * k) for the single merging workgroup.
 CHUNK = 2048
-# Kernels for CPU adapters (no barriers): chunk_top_k_lanes, an invocation per LANE_CHUNK
-# logits, then merge_top_k_lanes in levels, an invocation per `group` lists of k
-# candidates, LANE_THREADS invocations per workgroup. For k >= LANE_BOUND_MIN_K,
-# chunk_max_lanes and lane_threshold first find a bound no top-k logit lies below (the
-# k-th largest chunk maximum), at which each chunk's scans stop. Each invocation's loop
-# runs at most LANE_LOOP_ITERATIONS times (k * LANE_CHUNK, k * k * group): llvmpipe stops
-# a loop after 65,535. SwiftShader natively, 49,152 logits: the top 1 in 0.43-0.49 ms,
-# the top 40 in 3.2 (10.6-13.8 without the bound; 89 with chunk_top_k and merge_top_k,
-# whose barriers cost there), the top 8 in 1.0 (1.6-2.8), the top 4 in 0.76 (0.85-1.5),
-# the top 2 in 0.73 with the bound and 0.59 without.
+# The kernels for CPU adapters (no barriers): chunk_top_k_lanes, an invocation per
+# LANE_CHUNK logits, then merge_top_k_lanes in levels, an invocation per `group` lists of
+# k candidates, LANE_THREADS invocations per workgroup. For k >= LANE_BOUND_MIN_K,
+# chunk_max_lanes and lane_threshold first find a bound no top-k logit lies below, at
+# which each chunk's scans stop (for fewer picks the scans saved cost less than the two
+# dispatches). Each invocation's loop runs at most LANE_LOOP_ITERATIONS times
+# (k * LANE_CHUNK, k * k * group): llvmpipe stops a loop after 65,535.
 LANE_CHUNK = 512
-LANE_THREADS = 4
+LANE_THREADS = 4  # the kernels' LANE_THREADS
 LANE_LOOP_ITERATIONS = 32768
 LANE_BOUND_MIN_K = 4
 
 
 @dataclass(frozen=True)
 class Draw:
-    """A token to draw from the top k on the GPU (topk.wgsl's sample_pick): softmax at
+    """A token to draw from the top k on the GPU (the sample_pick kernel): softmax at
     `temperature` over the k, cut to the top_p nucleus, at the uniform `u` in [0, 1)."""
 
     temperature: float
@@ -68,7 +65,7 @@ def lane_levels(chunks: int, k: int) -> list[tuple[int, int]]:
 
 class TopK:
     def __init__(self, device: Device, logits: Buffer, max_n: int, kernel_set: str = "gpu"):
-        """`kernel_set`: "gpu" or "cpu" (ops.registry.kernel_set_for): which kernels run."""
+        """`kernel_set`: "gpu" or "cpu", the graph's set of kernels: which top-k kernels run."""
         self.device = device
         self.logits = logits
         self.max_n = max_n
@@ -97,18 +94,25 @@ class TopK:
         self._drew = False  # whether the last prepared run draws a token (its pick to feed)
 
     async def build(self):
-        source = load_wgsl("topk")
-        constants = {"K_MAX": K_MAX, "RING": HISTORY_RING, "WINDOW": PENALIZED_MAX}
-        chunk, merge = ("chunk_top_k_lanes", "merge_top_k_lanes") if self.lanes else ("chunk_top_k", "merge_top_k")
-        self.chunk_pass = await self.device.compute_pipeline(source, "top_k.chunk", chunk, constants)
-        self.merge_pass = await self.device.compute_pipeline(source, "top_k.merge", merge, constants)
-        self.penalty_pass = await self.device.compute_pipeline(source, "top_k.penalty", "apply_penalty", constants)
-        self.sample_pass = await self.device.compute_pipeline(source, "top_k.sample", "sample_pick", constants)
-        self.append_pass = await self.device.compute_pipeline(source, "top_k.append", "append_pick", constants)
-        bind = self.device.bind_group
+        device = self.device
+
+        async def pipeline(kernel, label, entry_point, constants=None):
+            return await device.compute_pipeline(load_wgsl(f"topk/{kernel}"), f"top_k.{label}", entry_point, constants)
+
         if self.lanes:
-            self.max_pass = await self.device.compute_pipeline(source, "top_k.chunk_max", "chunk_max_lanes", constants)
-            self.threshold_pass = await self.device.compute_pipeline(source, "top_k.threshold", "lane_threshold", constants)
+            self.chunk_pass = await pipeline("lane_chunk_merge", "chunk", "chunk_top_k_lanes")
+            self.merge_pass = await pipeline("lane_chunk_merge", "merge", "merge_top_k_lanes")
+        else:
+            self.chunk_pass = await pipeline("chunk_merge", "chunk", "chunk_top_k")
+            self.merge_pass = await pipeline("chunk_merge", "merge", "merge_top_k")
+        window = {"K_MAX": K_MAX, "RING": HISTORY_RING, "WINDOW": PENALIZED_MAX}
+        self.penalty_pass = await pipeline("penalty", "penalty", "apply_penalty", window)
+        self.append_pass = await pipeline("penalty", "append", "append_pick", window)
+        self.sample_pass = await pipeline("sample", "sample", "sample_pick", {"K_MAX": K_MAX})
+        bind = device.bind_group
+        if self.lanes:
+            self.max_pass = await pipeline("lane_bound", "chunk_max", "chunk_max_lanes")
+            self.threshold_pass = await pipeline("lane_bound", "threshold", "lane_threshold")
             self.max_group = bind(self.max_pass, {0: self.logits, 2: self.params, 9: self.chunk_maxima})
             self.threshold_group = bind(self.threshold_pass, {2: self.params, 9: self.chunk_maxima})
             self.chunk_group = bind(self.chunk_pass, {0: self.logits, 1: self.candidates, 2: self.params, 9: self.chunk_maxima})
