@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import struct
 
-from ..gpu import UNIFORM_USAGE, Buffer, Device, linear_grid
+from ..gpu import UNIFORM_USAGE, Buffer, Device
 from ..kernels import load_wgsl
-from .registry import OpHandler, register
+from ..values import numel
+from .dims import MAX_DIMS, dims_words, element_grid
+from .registry import OpHandler, contiguous_strides, register
 
 BINARY_OPS = {"add": 0, "sub": 1, "mul": 2, "div": 3}
-MAX_DIMS = 8
-WORKGROUP_SIZE = 256
 
 
 class ShapeError(ValueError):
@@ -32,18 +32,7 @@ def broadcast_shape(a: tuple, b: tuple) -> tuple:
 def _broadcast_strides(shape: tuple, out_shape: tuple) -> list[int]:
     """Element strides of a contiguous `shape` read at `out_shape` (0 where broadcast)."""
     shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(0 if size == 1 else step)
-        step *= size
-    return strides[::-1]
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+    return [0 if size == 1 else stride for size, stride in zip(shape, contiguous_strides(shape))]
 
 
 def _coalesced(sizes: list, a_strides: list, b_strides: list) -> tuple[list, list, list]:
@@ -64,25 +53,21 @@ def _coalesced(sizes: list, a_strides: list, b_strides: list) -> tuple[list, lis
 
 
 def pack_params(out_shape: tuple, a_shape: tuple, b_shape: tuple, alpha: float = 1.0) -> bytes:
-    """The kernel's uniform block (see Params in binary.wgsl)."""
+    """The kernel's uniform block (its Params)."""
     if len(out_shape) > MAX_DIMS:
         raise ShapeError(f"binary ops support at most {MAX_DIMS} dims, got {len(out_shape)}")
-
-    def padded(values):
-        return list(values) + [1] * (MAX_DIMS - len(values))
-
     sizes, a_strides, b_strides = _coalesced(
         list(out_shape), _broadcast_strides(a_shape, out_shape), _broadcast_strides(b_shape, out_shape)
     )
     return struct.pack(
         f"<IIfI{3 * MAX_DIMS}I",
-        _numel(out_shape),
+        numel(out_shape),
         len(sizes),
         alpha,
         0,
-        *padded(sizes),
-        *padded(a_strides),
-        *padded(b_strides),
+        *dims_words(sizes, 1),
+        *dims_words(a_strides, 1),
+        *dims_words(b_strides, 1),
     )
 
 
@@ -116,7 +101,7 @@ class BinaryOp(OpHandler):
             self.fail(str(error))
         self.set_sizes(self.out, out_sizes)
         self.write_params(self.params, pack_params(out_sizes, self.a.sizes, self.b.sizes, self.alpha))
-        self.grid = linear_grid(_numel(out_sizes), WORKGROUP_SIZE)
+        self.grid = element_grid(numel(out_sizes))
 
     def record(self, recorder):
         recorder.dispatch(self.pipeline, self.group, *self.grid)
@@ -128,12 +113,11 @@ async def run_binary(device: Device, op: str, a: Buffer, a_shape: tuple, b: Buff
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
     out_shape = broadcast_shape(a_shape, b_shape)
-    numel = _numel(out_shape)
-    out = device.create_buffer(4 * numel, label=f"{op}.out")
+    out = device.create_buffer(4 * numel(out_shape), label=f"{op}.out")
     params = device.create_buffer_with_data(pack_params(out_shape, a_shape, b_shape, alpha), UNIFORM_USAGE, f"{op}.params")
     pipeline = await device.compute_pipeline(load_wgsl("binary"), label=f"binary.{op}", constants={"OP": BINARY_OPS[op]})
     group = device.bind_group(pipeline, [out, a, b, params])
     recorder = device.record()
-    recorder.dispatch(pipeline, group, *linear_grid(numel, WORKGROUP_SIZE))
+    recorder.dispatch(pipeline, group, *element_grid(numel(out_shape)))
     device.submit(recorder)
     return out, out_shape

@@ -5,7 +5,8 @@ block of the output."""
 from __future__ import annotations
 
 from ..values import Tensor, ValueList
-from .indexing import StridedCopy, check_dims, check_word_sized
+from .dims import check_dims
+from .indexing import StridedCopy, check_word_sized
 from .registry import OpHandler, contiguous_strides, register
 
 

@@ -14,10 +14,9 @@ raise, and a GPU kernel cannot, but it must not read out of bounds either.
 
 from __future__ import annotations
 
-from ..gpu import linear_grid
+from .dims import element_grid
 from .registry import OpHandler, pack_u32, register
 
-WORKGROUP_SIZE = 256
 WORD_VALUES = 8  # 4-bit values per u32 word
 
 
@@ -64,7 +63,7 @@ class Embedding(EmbeddingBase):
     def resize(self):
         self.tokens = self.set_output_sizes()
         self.write_params(self.params, pack_u32(self.tokens, self.dim, self.vocab, 0))
-        self.grid = linear_grid(self.tokens * self.dim, WORKGROUP_SIZE)
+        self.grid = element_grid(self.tokens * self.dim)
 
 
 @register("et_vk.embedding_q4gsw.default")
@@ -115,4 +114,4 @@ class EmbeddingQ4gsw(EmbeddingBase):
                 self.tokens, self.dim, self.vocab, self.weight_row_words, self.groups_per_row, self.group_size, 0, 0
             ),
         )
-        self.grid = linear_grid(self.tokens * self.dim // WORD_VALUES, WORKGROUP_SIZE)
+        self.grid = element_grid(self.tokens * self.dim // WORD_VALUES)

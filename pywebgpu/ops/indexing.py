@@ -2,7 +2,7 @@
 and index.Tensor (kernel: wgsl/index.wgsl).
 
 The kernels move 32-bit words without reading them, so one pipeline serves float32 and
-int32 tensors. `StridedCopy`, the gather kernel's driver, also serves permute.py and cat.py.
+int32 tensors. `StridedCopy`, the gather kernel's driver, also serves permute and cat.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import struct
 
 from ..values import Tensor, ValueList, numel
-from .registry import OpHandler, OpPart, contiguous_strides, linear_grid, padded_dims, register
+from .dims import MAX_DIMS, check_dims, dims_words, element_grid
+from .registry import OpHandler, OpPart, contiguous_strides, register
 
-MAX_DIMS = 8
-WORKGROUP_SIZE = 256
 _GATHER_PARAMS = struct.Struct(f"<4I{3 * MAX_DIMS}I")
 _INDEX_PARAMS = struct.Struct(f"<4I{2 * MAX_DIMS}I")
 
@@ -27,9 +26,10 @@ def check_word_sized(op: OpHandler, *tensors: Tensor):
         op.fail("input and output dtypes differ: " + ", ".join(f"{t.label} {t.dtype}" for t in tensors))
 
 
-def check_dims(op: OpHandler, tensor: Tensor):
-    if len(tensor.max_sizes) > MAX_DIMS:
-        op.fail(f"{tensor.label} has {len(tensor.max_sizes)} dims; at most {MAX_DIMS} are supported")
+def check_separate_buffers(op: OpHandler, src: Tensor, out: Tensor):
+    """A copy that overwrites its own source would race with itself: refuse it at build."""
+    if src.buffer is out.buffer:
+        op.fail(f"{src.label} and {out.label} share one buffer")
 
 
 class StridedCopy(OpPart):
@@ -44,9 +44,7 @@ class StridedCopy(OpPart):
         self.count = 0
 
     async def build(self):
-        if self.src.buffer is self.out.buffer:
-            # A gather that overwrites its own source would race with itself.
-            self.op.fail(f"{self.src.label} and {self.out.label} share one buffer")
+        check_separate_buffers(self.op, self.src, self.out)
         self.params = self.op.params_buffer(_GATHER_PARAMS.size)
         self.pipeline = await self.op.make_pipeline("gather")
         self.group = self.op.graph.device.bind_group(self.pipeline, [self.out.buffer, self.src.buffer, self.params])
@@ -64,12 +62,12 @@ class StridedCopy(OpPart):
                 len(sizes),
                 src_offset,
                 out_offset,
-                *padded_dims(sizes, MAX_DIMS),
-                *padded_dims(src_strides, MAX_DIMS, 0),
-                *padded_dims(out_strides, MAX_DIMS, 0),
+                *dims_words(sizes, 1),
+                *dims_words(src_strides, 0),
+                *dims_words(out_strides, 0),
             ),
         )
-        self.grid = linear_grid(self.count, WORKGROUP_SIZE)
+        self.grid = element_grid(self.count)
 
     def record(self, recorder):
         if self.count:
@@ -186,8 +184,7 @@ class IndexTensor(OpHandler):
         self.reads_host_values = self.host_indices
 
     async def build(self):
-        if self.src.buffer is self.out.buffer:
-            self.fail(f"{self.src.label} and {self.out.label} share one buffer")
+        check_separate_buffers(self, self.src, self.out)
         self.params = self.params_buffer(_INDEX_PARAMS.size)
         self.pipeline = await self.make_pipeline("index")
         device = self.graph.device
@@ -212,11 +209,11 @@ class IndexTensor(OpHandler):
                 len(out_sizes),
                 dim,
                 sizes[dim],
-                *padded_dims(out_sizes, MAX_DIMS),
-                *padded_dims(contiguous_strides(sizes), MAX_DIMS, 0),
+                *dims_words(out_sizes, 1),
+                *dims_words(contiguous_strides(sizes), 0),
             ),
         )
-        self.grid = linear_grid(self.count, WORKGROUP_SIZE)
+        self.grid = element_grid(self.count)
 
     def record(self, recorder):
         if self.count:

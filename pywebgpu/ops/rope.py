@@ -8,15 +8,14 @@ op as exported, whose tables are the rows of this call; the position for
 those rows out of the whole tables at the position. That one reads the rows at the
 position on the GPU (the SymInt's buffer), so that decode steps do not resize it. Where
 the kernels for GPUs run, fusion goes on to put it inside the attention that reads its
-outputs (ops/attention.py, RopeSdpaWithKvCache)."""
+outputs (ops/attention/, RopeSdpaWithKvCache)."""
 
 from __future__ import annotations
 
 from ..gpu import UNIFORM_USAGE
 from ..values import SymInt, Tensor, ValueList
-from .registry import OpHandler, linear_grid, pack_u32, register
-
-WORKGROUP_SIZE = 256
+from .dims import element_grid
+from .registry import OpHandler, pack_u32, register
 
 
 @register("et_vk.apply_rotary_emb.default")
@@ -92,7 +91,7 @@ class ApplyRotaryEmb(OpHandler):
             ),
         )
         self.pairs = q_pairs + k_pairs
-        self.grid = linear_grid(self.pairs, WORKGROUP_SIZE)
+        self.grid = element_grid(self.pairs)
 
     def record(self, recorder):
         if self.pairs:
@@ -101,7 +100,7 @@ class ApplyRotaryEmb(OpHandler):
 
 class RotaryEmbAtPosition(ApplyRotaryEmb):
     """apply_rotary_emb of the rows [start, start + length) of whole RoPE tables, read at
-    `start` on the GPU: what fusion (runtime/fusion.py) makes of the op and the
+    `start` on the GPU: what fusion (runtime/fusion/rope.py) makes of the op and the
     slice_copy ops that cut its freqs_cos / freqs_sin out of the tables.
 
     Args: xq, xk, cos table [rows, D/2], sin table, start (Int or SymInt), length (a

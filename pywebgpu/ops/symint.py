@@ -3,7 +3,7 @@ symbolic add/sub/mul/floordiv, and et_vk.select_as_symint (reads an input's valu
 
 from __future__ import annotations
 
-from .registry import OpHandler, register
+from .registry import OpHandler, contiguous_strides, register
 
 _ARITHMETIC = {
     "add": lambda a, b: a + b,
@@ -76,11 +76,8 @@ class SelectAsSymInt(OpHandler):
         if not -sizes[dim] <= index < sizes[dim]:
             self.fail(f"index {index} out of range for dim {dim} of size {sizes[dim]}")
         index %= sizes[dim]
-        stride = 1
-        for s in sizes[dim + 1 :]:
-            stride *= s
         # Only a selection that leaves a single element makes a scalar.
         if self.src.numel != sizes[dim]:
             self.fail(f"select_as_symint on {list(sizes)} does not give a single element")
-        return index * stride
+        return index * contiguous_strides(sizes)[dim]
 

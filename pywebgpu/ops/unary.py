@@ -1,7 +1,8 @@
 """Elementwise unary ops: sigmoid and friends, and the fused silu(x) * y
 (kernel: wgsl/unary.wgsl)."""
 
-from .registry import OpHandler, linear_grid, pack_u32, register
+from .dims import element_grid
+from .registry import OpHandler, pack_u32, register
 
 UNARY_OPS = {
     "aten.sigmoid.default": 0,
@@ -11,7 +12,6 @@ UNARY_OPS = {
     "aten.silu.default": 4,
     "aten.tanh.default": 5,
 }
-WORKGROUP_SIZE = 256
 
 
 @register(*UNARY_OPS)
@@ -32,7 +32,7 @@ class UnaryOp(OpHandler):
     def resize(self):
         self.set_sizes(self.out, self.src.sizes)
         self.write_params(self.params, pack_u32(self.src.numel, 0, 0, 0))
-        self.grid = linear_grid(self.src.numel, WORKGROUP_SIZE)
+        self.grid = element_grid(self.src.numel)
 
     def record(self, recorder):
         recorder.dispatch(self.pipeline, self.group, *self.grid)
@@ -41,7 +41,7 @@ class UnaryOp(OpHandler):
 class SiluMul(OpHandler):
     """out = silu(x) * y, elementwise over one shape. Not an op of the exported graph: the
     runtime puts it in place of sigmoid(x), x * sigmoid(x) and that times y
-    (runtime/fusion.py). Args: x, y, out."""
+    (runtime/fusion/linears.py). Args: x, y, out."""
 
     RESIZED = ("grid",)
 
@@ -63,7 +63,7 @@ class SiluMul(OpHandler):
             self.fail(f"silu(x) * y needs one shape, got {list(self.x.sizes)} and {list(self.y.sizes)}")
         self.set_sizes(self.out, self.x.sizes)
         self.write_params(self.params, pack_u32(self.x.numel, 0, 0, 0))
-        self.grid = linear_grid(self.x.numel, WORKGROUP_SIZE)
+        self.grid = element_grid(self.x.numel)
 
     def record(self, recorder):
         recorder.dispatch(self.pipeline, self.group, *self.grid)

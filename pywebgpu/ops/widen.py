@@ -2,8 +2,8 @@
 
 Not a graph op: programs exported with ExecuTorch's `force_fp16` store every float tensor
 as float16, and pywebgpu runs them with float32 tensors (its kernels are f32), so the
-runtime widens their constants once, at build (GraphRuntime._widened_constant), but for
-the KV caches, which attention keeps as float16 (ops/attention.py). The results are the
+runtime widens their constants once, at build (runtime/constants.py), but for the KV
+caches, which attention keeps as float16 (ops/attention/). The results are the
 program's weights and caches computed in f32: as precise as the program, or more.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import struct
 
-from ..gpu import STORAGE_USAGE, Buffer, Device, Recorder, linear_grid
+from ..gpu import STORAGE_USAGE, Buffer, Device, Recorder
 from ..kernels import load_wgsl
-
-WORKGROUP_SIZE = 256  # widen_f16.wgsl's
+from .dims import element_grid
 
 
 class HalfWidener:
@@ -31,7 +30,7 @@ class HalfWidener:
         out = self.device.create_buffer((4 * count + 15) & ~15, STORAGE_USAGE, label=label)
         words = -(-count // 2)
         group = self.device.bind_group(self.pipeline, [out, (halves, 0, 4 * words)], label=f"{label}.widen")
-        recorder.dispatch(self.pipeline, group, *linear_grid(words, WORKGROUP_SIZE))
+        recorder.dispatch(self.pipeline, group, *element_grid(words))
         return out
 
 
