@@ -252,7 +252,7 @@ async def top_k(logits_bytes, k, penalty=1.0, penalized_ids=(), kernel_set="gpu"
 
 
 async def top_k_draws(logits_bytes, k, temperature, top_p, points, kernel_set="gpu"):
-    """Tokens drawn from the top k of a logits row on the GPU (topk.wgsl's sample_pick),
+    """Tokens drawn from the top k of a logits row on the GPU (topk/sample.wgsl's sample_pick),
     one per uniform in `points`; returns [[value, index], ...] (None where nothing was
     drawn)."""
     from pywebgpu.ops.topk import Draw, TopK

@@ -24,7 +24,7 @@ from topk_cases import expected_draw
 PREFILL_TOKENS = [1, 17, 300, 42, 511]
 DECODE_STEPS = 10
 # A later call long enough for the prefill kernels of many rows (on GPUs the tiled
-# attention over cached and new keys, ops/attention.py's TILED_MIN_ROWS, and GEMMs with K
+# attention over cached and new keys, ops/attention/selection.py's TILED_MIN_ROWS, and GEMMs with K
 # split), in an export of LONG_MAX_SEQ_LEN.
 LONG_CHUNK = [(37 * i + 5) % 512 for i in range(70)]
 LONG_MAX_SEQ_LEN = 80
@@ -94,7 +94,7 @@ def _tiny_llama_export(tmp_dir: str, force_fp16: bool, vocab_size: int, max_seq_
 
 
 def float16_caches(force_fp16: bool, kernel_set: str) -> bool:
-    """Whether pywebgpu keeps the program's KV caches float16 (ops/attention.py)."""
+    """Whether pywebgpu keeps the program's KV caches float16 (ops/attention/)."""
     return force_fp16 and kernel_set == "gpu"
 
 

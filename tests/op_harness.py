@@ -51,7 +51,7 @@ class OpCase:
     # The graph's upgrades (GraphRuntime.build_upgrades) built before this run (0: right
     # after the load), or never (None).
     upgrade_before_run: int | None = None
-    # (run, kernel) pairs: a kernel (an op's `kernel`, as ops/linear.py names them) that
+    # (run, kernel) pairs: a kernel (an op's `kernel`, as ops/linear/plan.py names them) that
     # run must run.
     expect_kernels: tuple = ()
 

@@ -133,7 +133,7 @@ def attention_case(case_id, steps, context, q_heads, kv_heads, head_dim, scale=N
 
 def rope_attention_case(case_id, steps, context, q_heads, kv_heads, head_dim):
     """attention_case's runs through RopeKVCacheAttention, both kernel sets expecting the
-    RoPE op fused into the attention (runtime/fusion.py; decode steps rotate in the
+    RoPE op fused into the attention (runtime/fusion/; decode steps rotate in the
     attention kernel: attention/split.wgsl's ROPE, attention/cpu.wgsl's ROPE_DECODE)."""
     module = RopeKVCacheAttention(context, kv_heads, head_dim)
     return [

@@ -132,7 +132,7 @@ class NormThen(torch.nn.Module):
 
 
 RESIDUAL_FUSED = "linear_q4gsw + add (fused)"
-# The Llama MLP by kernel set (runtime/fusion.py): with the kernels for GPUs the down
+# The Llama MLP by kernel set (runtime/fusion/): with the kernels for GPUs the down
 # projection reads silu(gate) * up off the fused gate|up linear; with those for CPU
 # adapters the fused gate|up linear writes silu(gate) * up, which the down projection
 # reads as any x.

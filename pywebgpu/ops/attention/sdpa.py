@@ -35,7 +35,7 @@ class SdpaWithKvCache(CausalAttention):
 
 class RopeSdpaWithKvCache(SdpaWithKvCache):
     """sdpa_with_kv_cache with the RotaryEmbAtPosition op before it (ops/rope.py), made by
-    fusion (runtime/fusion.py) for head dims that are multiples of 4. A decode step (one
+    fusion (runtime/fusion/) for head dims that are multiples of 4. A decode step (one
     row) is one dispatch that rotates q and the new key as it reads them and stores the
     rotated key: on GPUs one dispatch fewer per layer and token; on CPU adapters
     (the CPU kernel's ROPE_DECODE) also no copies of the new key and value into the

@@ -1,4 +1,4 @@
-"""The 4-bit linears the runtime's fusion makes (runtime/fusion.py): a linear plus a
+"""The 4-bit linears the runtime's fusion makes (runtime/fusion/): a linear plus a
 residual, linears that read one x as one, and an RMSNorm folded into the linear it feeds."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly
 class LinearQ4gswResidual(LinearQ4gswWeightOnly):
     """out = linear_q4gsw(x) + residual, one dispatch. Not an op of the exported graph:
     the runtime puts it in place of a linear whose output only a same-shape add reads,
-    maybe through views (runtime/fusion.py): `out` and `residual` have the add's shape,
+    maybe through views (runtime/fusion/): `out` and `residual` have the add's shape,
     the [M, N] result in its element order. Args: x, weights, scales, group_size, bias,
     residual, out."""
 
@@ -37,7 +37,7 @@ class LinearQ4gswConcat(LinearQ4gsw):
     """Linears that read one x, as one dispatch: their packed weights, scales and biases
     concatenated by output at build (the constants themselves are then not uploaded).
     Not an op of the exported graph: the runtime puts it in place of the first of them
-    (runtime/fusion.py). Args: x, then one output per linear (at most 3), or one output
+    (runtime/fusion/). Args: x, then one output per linear (at most 3), or one output
     holding all of them side by side ([..., N1 + N2 + ...]). `linears`: the handlers of
     the exported linear_q4gsw ops, in output order. With `silu_mul_out` (a gate and an up
     projection of equal widths, the kernels for CPU adapters) the one output holds
@@ -115,7 +115,7 @@ class LinearQ4gswConcat(LinearQ4gsw):
 
 
 class RmsNormLinear(OpHandler):
-    """An RMSNorm whose output only a 4-bit linear reads, as one op (runtime/fusion.py
+    """An RMSNorm whose output only a 4-bit linear reads, as one op (runtime/fusion/
     puts it in place of the linear). Where the linear runs a kernel that can apply the
     norm (plan.norm_kernels: the GEMVs of decode), one dispatch: the kernel reads the
     norm's input and applies the norm itself (X_RMS_NORM). Otherwise the norm's own

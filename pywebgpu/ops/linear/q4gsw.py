@@ -22,7 +22,7 @@ class LinearQ4gsw(OpHandler):
 
     RESIZED = ("grid", "k_splits", "kernel", "m", "reduce_grid")
 
-    # With X_SILU_MUL (runtime/fusion.py) x rows hold a gate and an up projection, 2K
+    # With X_SILU_MUL (runtime/fusion/) x rows hold a gate and an up projection, 2K
     # values, and the linear reads silu(gate) * up.
     x_silu_mul = False
     # With silu_mul_out (LinearQ4gswConcat of a gate and an up projection, for the kernels
