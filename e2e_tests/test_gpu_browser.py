@@ -98,11 +98,11 @@ json.dumps([bytes(await device.read_buffer(buffer)).hex(), bytes(await device.re
     assert bytes.fromhex(typed) == raw[64:128]
 
 
-# Adds a [2, 3] tensor and a broadcast [3] one on the GPU, inside the worker.
-HELLO_KERNEL = """
+# Adds a [2, 3] tensor and a broadcast [3] one on the GPU, inside the worker (with
+# gpu_programs' run_binary, its source sent first).
+HELLO_KERNEL = Path(gpu_programs.__file__).read_text() + """
 import array, json
 from pywebgpu.gpu import request_device
-from pywebgpu.ops.binary import run_binary
 
 device = await request_device()
 a = device.create_buffer_with_data(array.array("f", [float(i) for i in range(6)]), label="a")

@@ -5,8 +5,11 @@ import array
 import asyncio
 import hashlib
 
-from pywebgpu.gpu import GPUError, ShaderError, linear_grid, request_device
-from pywebgpu.ops.binary import run_binary
+from pywebgpu.gpu import UNIFORM_USAGE, GPUError, ShaderError, linear_grid, request_device
+from pywebgpu.kernels import load_wgsl
+from pywebgpu.ops.binary import BINARY_OPS, broadcast_shape, pack_params
+from pywebgpu.ops.dims import element_grid
+from pywebgpu.values import numel
 
 _device = None
 
@@ -26,6 +29,22 @@ async def adapter_summary():
         "features": sorted(d.features),
         "limits": d.limits,
     }
+
+
+async def run_binary(device, op, a, a_shape, b, b_shape, alpha=1.0):
+    """`a op b` into a new buffer with the binary kernel alone, outside a graph; returns
+    (buffer, shape)."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
+    out_shape = broadcast_shape(a_shape, b_shape)
+    out = device.create_buffer(4 * numel(out_shape), label=f"{op}.out")
+    params = device.create_buffer_with_data(pack_params(out_shape, a_shape, b_shape, alpha), UNIFORM_USAGE, f"{op}.params")
+    pipeline = await device.compute_pipeline(load_wgsl("binary"), label=f"binary.{op}", constants={"OP": BINARY_OPS[op]})
+    group = device.bind_group(pipeline, [out, a, b, params])
+    recorder = device.record()
+    recorder.dispatch(pipeline, group, *element_grid(numel(out_shape)))
+    device.submit(recorder)
+    return out, out_shape
 
 
 async def binary(op, a_bytes, a_shape, b_bytes, b_shape, alpha=1.0):

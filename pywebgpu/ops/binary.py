@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import struct
 
-from ..gpu import UNIFORM_USAGE, Buffer, Device
-from ..kernels import load_wgsl
 from ..values import numel
 from .dims import MAX_DIMS, dims_words, element_grid
 from .registry import OpHandler, contiguous_strides, register
@@ -106,18 +104,3 @@ class BinaryOp(OpHandler):
     def record(self, recorder):
         recorder.dispatch(self.pipeline, self.group, *self.grid)
 
-
-async def run_binary(device: Device, op: str, a: Buffer, a_shape: tuple, b: Buffer, b_shape: tuple, alpha: float = 1.0):
-    """Compute `a op b` into a new buffer; returns (buffer, shape). A standalone use of the
-    kernel for tools and GPU-layer tests; graphs use BinaryOp."""
-    if op not in BINARY_OPS:
-        raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
-    out_shape = broadcast_shape(a_shape, b_shape)
-    out = device.create_buffer(4 * numel(out_shape), label=f"{op}.out")
-    params = device.create_buffer_with_data(pack_params(out_shape, a_shape, b_shape, alpha), UNIFORM_USAGE, f"{op}.params")
-    pipeline = await device.compute_pipeline(load_wgsl("binary"), label=f"binary.{op}", constants={"OP": BINARY_OPS[op]})
-    group = device.bind_group(pipeline, [out, a, b, params])
-    recorder = device.record()
-    recorder.dispatch(pipeline, group, *element_grid(numel(out_shape)))
-    device.submit(recorder)
-    return out, out_shape
