@@ -7,7 +7,7 @@ cd "$ROOT"
 
 PYODIDE_VERSION=314.0.7
 PYSCRIPT_VERSION=0.7.31
-WLLAMA_VERSION=3.8.1  # the speed peer of scripts/bench.sh (llama.cpp in wasm, WebGPU + CPU)
+WLLAMA_VERSION=3.8.1  # the speed peer of `python -m bench` (llama.cpp in wasm, WebGPU + CPU)
 MICROPIP_VERSION=0.11.1
 FLATBUFFERS_VERSION=25.12.19
 VENDOR="$ROOT/web/vendor"
