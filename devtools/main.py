@@ -76,13 +76,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     # Imported here: the export toolchain (torch, executorch) is slow to import.
-    from export_tools.bundled import ensure_bundled_model, is_current
+    from export_tools.bundled import ensure_bundled_model
 
     print("building the pywebgpu wheel and the web bundle", flush=True)
     wheel = build_web_bundle()
     print(f"built {wheel.relative_to(WEB.parent)}")
-    if not is_current(WEB / "models"):
-        print("exporting the bundled model (SmolLM2-135M-Instruct, 4-bit) to web/models/: several minutes, once", flush=True)
     model = ensure_bundled_model(WEB / "models", progress=True)
     print(f"model {model.relative_to(WEB.parent) if model.is_relative_to(WEB.parent) else model}")
     headless = args.headless or not os.environ.get("DISPLAY")

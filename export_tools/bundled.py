@@ -142,6 +142,8 @@ def ensure_bundled_model(out_dir=DEFAULT_OUT_DIR, *, install: bool = False, prog
     pte = pte_path(out_dir)
     if is_current(out_dir):
         return pte
+    if progress:
+        print(f"exporting the bundled model (SmolLM2-135M-Instruct, 4-bit) to {pte}: several minutes, once", flush=True)
     from .exporter import export_llama
     from .sources import GGUFSource
 
