@@ -13,6 +13,7 @@ The layer knows nothing of models.
 
 import sys
 
+from .adapter import DEFAULT_LIMITS, LIMIT_CHOICES
 from .buffers import STORAGE_USAGE, UNIFORM_USAGE, Buffer, BufferUsage
 from .device import Device
 from .errors import DeviceLostError, GPUError, ShaderError
@@ -24,8 +25,11 @@ from .timer import GPUTimer
 IN_BROWSER = sys.platform == "emscripten"
 
 
-async def request_device() -> Device:
-    """The best adapter's device, with its real limits and optional features requested."""
+async def request_device(limits: str = "adapter") -> Device:
+    """The best adapter's device, with its optional features and `limits`: "adapter" (its
+    real limits) or "default" (only WebGPU's defaults, as a low-end adapter offers)."""
+    if limits not in LIMIT_CHOICES:
+        raise GPUError(f"request_device(limits={limits!r}): expected one of {', '.join(map(repr, LIMIT_CHOICES))}")
     if IN_BROWSER:
         from ._browser import request_device as request
     else:
@@ -35,10 +39,11 @@ async def request_device() -> Device:
             raise GPUError(
                 "native WebGPU needs the 'wgpu' package: pip install 'pywebgpu[native]'"
             ) from error
-    return await request()
+    return await request(limits)
 
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "STORAGE_USAGE",
     "UNIFORM_USAGE",
     "BindGroup",

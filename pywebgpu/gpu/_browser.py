@@ -6,7 +6,7 @@ import js
 from pyodide.code import run_js
 from pyodide.ffi import JsException, create_proxy, to_js
 
-from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary
+from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, requested_limits
 from .buffers import STAGING_USAGE, as_bytes_view, byte_range
 from .device import Device
 from .errors import DeviceLostError, GPUError, ShaderError
@@ -112,7 +112,7 @@ def _js(value):
     return to_js(value, dict_converter=js.Object.fromEntries)
 
 
-async def request_device() -> "BrowserDevice":
+async def request_device(limits: str = "adapter") -> "BrowserDevice":
     gpu = getattr(js.navigator, "gpu", None)
     if not gpu:
         raise GPUError(
@@ -124,8 +124,8 @@ async def request_device() -> "BrowserDevice":
         raise GPUError("this browser offers WebGPU but found no GPU adapter for it")
     adapter_features = set(adapter.features)
     wanted = [f for f in OPTIONAL_FEATURES if f in adapter_features]
-    limits = {name: getattr(adapter.limits, name) for name in REQUESTED_LIMITS}
-    raw = await adapter.requestDevice(_js({"requiredFeatures": wanted, "requiredLimits": limits, "label": "pywebgpu"}))
+    required = requested_limits({name: getattr(adapter.limits, name) for name in REQUESTED_LIMITS}, limits)
+    raw = await adapter.requestDevice(_js({"requiredFeatures": wanted, "requiredLimits": required, "label": "pywebgpu"}))
     info = adapter.info
     description = " ".join(str(part) for part in (info.vendor, info.architecture, info.description) if part)
     summary = AdapterSummary(

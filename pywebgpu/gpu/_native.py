@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import wgpu
 
-from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, normalize_feature
+from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, normalize_feature, requested_limits
 from .buffers import STAGING_USAGE, STORAGE_USAGE, as_bytes_view
 from .device import Device
 from .errors import GPUError, ShaderError
@@ -39,12 +39,13 @@ def _pick_adapter():
     )
 
 
-async def request_device() -> "NativeDevice":
+async def request_device(limits: str = "adapter") -> "NativeDevice":
     adapter = _pick_adapter()
     adapter_features = {normalize_feature(f): f for f in adapter.features}
     wanted = [adapter_features[f] for f in OPTIONAL_FEATURES if f in adapter_features]
-    limits = {_kebab(name): adapter.limits[_kebab(name)] for name in REQUESTED_LIMITS}
-    raw = adapter.request_device_sync(required_features=wanted, required_limits=limits, label="pywebgpu")
+    adapter_limits = {name: adapter.limits[_kebab(name)] for name in REQUESTED_LIMITS}
+    required = {_kebab(name): value for name, value in requested_limits(adapter_limits, limits).items()}
+    raw = adapter.request_device_sync(required_features=wanted, required_limits=required, label="pywebgpu")
     info = adapter.info
     summary = AdapterSummary(
         backend="native",
