@@ -104,8 +104,14 @@ class OpHandler(OpPart):
     def fail(self, message: str):
         raise OpError(f"op #{self.index} {self.name}: {message}")
 
+    def arg_id(self, arg: int) -> int:
+        """The value id of argument `arg`; a call with fewer arguments is refused."""
+        if not -len(self.args) <= arg < len(self.args):
+            self.fail(f"argument {arg} is missing (the call has {len(self.args)} arguments)")
+        return self.args[arg]
+
     def value(self, arg: int):
-        return self.graph.values[self.args[arg]]
+        return self.graph.values[self.arg_id(arg)]
 
     def tensor(self, arg: int) -> Tensor:
         value = self.value(arg)
@@ -118,7 +124,7 @@ class OpHandler(OpPart):
 
     def int_arg(self, arg: int) -> int:
         """An int argument's current value (a constant, or a SymInt's value now)."""
-        return self.graph.int_value(self.args[arg], self)
+        return self.graph.int_value(self.arg_id(arg), self)
 
     def ints_arg(self, arg: int) -> list[int]:
         """An int list argument's current values (IntList, or ValueList of ints/SymInts)."""
