@@ -43,8 +43,8 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"weights {self.weights.label} should be uint8 [N, K/2], got {self.weights.dtype}{list(self.weights.max_sizes)}")
         if len(self.scales.max_sizes) != 2:
             self.fail(f"scales {self.scales.label} should be 2-d [K/group_size, N], got {list(self.scales.max_sizes)}")
-        if not self.x.max_sizes:
-            self.fail("x is 0-d")
+        if not self.x.max_sizes or not self.out.max_sizes:
+            self.fail(f"x {list(self.x.max_sizes)} and out {list(self.out.max_sizes)} must not be 0-d")
         self.k = self.x.max_sizes[-1] // 2 if self.x_silu_mul else self.x.max_sizes[-1]
         self.n = self.out.max_sizes[-1]
         n_rows, row_bytes = self.weights.max_sizes
