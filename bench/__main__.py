@@ -1,11 +1,13 @@
-"""Speed benchmark: pywebgpu against its peer wllama (llama.cpp in wasm), the bundled
-SmolLM2-135M-Instruct on both sides, in the same headless Chromium run; plus pywebgpu
-natively (wgpu-native). Writes a JSON report and prints a table (see BENCHMARKS.md).
+"""Speed benchmark: pywebgpu against its peers wllama (llama.cpp in wasm) and
+onnxruntime-web's WebGPU execution provider, the bundled SmolLM2-135M-Instruct on every
+side, in the same headless Chromium run; plus pywebgpu natively (wgpu-native). Writes a
+JSON report and prints a table (see BENCHMARKS.md).
 
     .venv/bin/python -m bench [--reps N] [--out bench-results/NAME.json]
 
-pywebgpu runs the 4-bit .pte from web/models/, wllama the Q4_1 GGUF it was exported from.
-Both get the same prompt token ids (a prefix of export_tools/data/quality_text.txt,
+pywebgpu runs the 4-bit .pte from web/models/, wllama the Q4_1 GGUF it was exported from,
+ort-webgpu a 4-bit ONNX model built from that GGUF (`python -m bench.ort_model`).
+All get the same prompt token ids (a prefix of export_tools/data/quality_text.txt,
 tokenized with the model's tokenizer). Decoding is greedy and ignores end-of-sequence.
 The sides run in rounds (a repetition of everything on each side, then the next round;
 bench/web/bench.mjs). Figures are medians over the rounds; ratios are pywebgpu / peer from
@@ -29,12 +31,15 @@ from devtools.browser import launch_chromium
 from devtools.bundle import ROOT, WEB, build_web_bundle
 from devtools.server import WebServer
 
-from . import model_bench
+from . import model_bench, ort_model
 from .options import MANIFEST, PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options, measure_config, model_tokenizer
-from .report import compare, format_table, machine, page_sides, table_rows, usable_cores
+from .report import compare, format_table, greedy_agreement, machine, page_sides, table_rows, usable_cores
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
-SIDES = ("pywebgpu-browser", "wllama-cpu", "wllama-webgpu", "pywebgpu-native")
+ORT_MODEL_URL = "/ort-model/"
+SIDES = ("pywebgpu-browser", "wllama-cpu", "wllama-webgpu", "ort-webgpu", "pywebgpu-native")
+# ort-webgpu only when asked for: on SwiftShader its steps take tens of seconds each.
+DEFAULT_SIDES = tuple(side for side in SIDES if side != "ort-webgpu")
 
 
 class PageWatch:
@@ -62,12 +67,13 @@ class PageWatch:
             route.abort()
 
 
-def run_browser(config: dict, gguf: Path, timeout_s: float) -> dict:
-    """pywebgpu and wllama in one headless Chromium page (bench/web/bench.html)."""
+def run_browser(config: dict, gguf: Path, ort_folder: Path, timeout_s: float) -> dict:
+    """pywebgpu, wllama and onnxruntime-web in one headless Chromium page (bench/web/bench.html)."""
     from playwright.sync_api import sync_playwright
 
     build_web_bundle()
-    with WebServer(WEB, mounts={"/bench/": PAGE_FOLDER, "/gguf/": gguf.parent}) as server, sync_playwright() as playwright:
+    mounts = {"/bench/": PAGE_FOLDER, "/gguf/": gguf.parent, ORT_MODEL_URL: ort_folder}
+    with WebServer(WEB, mounts=mounts) as server, sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         page = browser.new_context().new_page()
         page.set_default_timeout(timeout_s * 1000)
@@ -98,8 +104,9 @@ def greedy_texts(tokenizer, sides: dict[str, dict]) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_measure_options(parser)
-    parser.add_argument("--sides", default=",".join(SIDES), help=f"what to run, comma-separated (default: all of {','.join(SIDES)})")
+    parser.add_argument("--sides", default=",".join(DEFAULT_SIDES), help=f"what to run, comma-separated, of {','.join(SIDES)} (default: all but ort-webgpu)")
     parser.add_argument("--model", type=Path, default=MANIFEST, help="manifest of the model pywebgpu-native runs (default: the bundled SmolLM2)")
+    parser.add_argument("--ort-model", type=Path, default=ort_model.BUILD / "smollm2", help="the ort-webgpu side's ONNX model folder (default: SmolLM2 as `python -m bench.ort_model` builds it)")
     parser.add_argument("--out", type=Path, help="write the JSON report here (e.g. bench-results/NAME.json)")
     parser.add_argument("--timeout", type=float, default=7200, help="browser run time limit, seconds")
     args = parser.parse_args(argv)
@@ -127,10 +134,12 @@ def main(argv=None) -> int:
                 "promptTexts": prompt_texts,
                 "pywebgpu": "pywebgpu-browser" in sides_wanted,
                 "wllamaModes": [side.removeprefix("wllama-") for side in SIDES if side.startswith("wllama-") and side in sides_wanted],
+                "ort": ort_model.page_config(args.ort_model, ORT_MODEL_URL) if "ort-webgpu" in sides_wanted else None,
                 "threads": usable_cores(),
                 "nCtx": WLLAMA_N_CTX,
             },
             gguf,
+            args.ort_model,
             args.timeout,
         )
         sides.update(page_sides(browser))
@@ -139,8 +148,9 @@ def main(argv=None) -> int:
         sides["pywebgpu-native"] = asyncio.run(
             model_bench.load_and_measure(str(args.model), measure, log=lambda text: print(f"  [native] {text}", file=sys.stderr, flush=True))
         )
-    table = compare(sides, table_rows(prefill_lengths, decode_contexts), peers=[side for side in SIDES if side.startswith("wllama-") and side in sides])
+    table = compare(sides, table_rows(prefill_lengths, decode_contexts))
     greedy = greedy_texts(tokenizer, sides)
+    agreement = greedy_agreement(sides)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in [".venv/bin/python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
@@ -151,11 +161,13 @@ def main(argv=None) -> int:
         "model": {
             "pywebgpu": json.loads(args.model.read_text())["pte"],
             "wllama": gguf and {"file": gguf.name, "bytes": gguf.stat().st_size},
+            "ort-webgpu": ort_model.model_entry(args.ort_model) if "ort-webgpu" in sides else None,
         },
         "settings": {k: v for k, v in measure.items() if k != "prompt_tokens"} | {"prompt_source": str(PROMPT_TEXT.relative_to(ROOT))},
         "page_problems": browser["page_problems"] if browser else [],
         "table": table,
         "greedy_texts": greedy,
+        "greedy_ids_agreement": agreement,
         "results": sides,
     }
     print(format_table(table))
@@ -171,6 +183,10 @@ def main(argv=None) -> int:
         print(f"greedy after {context} tokens:")
         for name, text in by_side.items():
             print(f"  {name:18} {text!r}")
+    for context, by_side in agreement.items():
+        for name, found in by_side.items():
+            same = "the same ids" if found["same_ids"] else f"other ids from position {found['first_difference']}"
+            print(f"greedy ids after {context} tokens, {name} against pywebgpu-browser: {same} (of {found['compared']})")
     for problem in report["page_problems"]:
         print(f"page problem: {problem}", file=sys.stderr)
     return 1 if report["page_problems"] else 0

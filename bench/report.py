@@ -1,5 +1,6 @@
 """The benchmark's report: the table of metrics with each side's figure and pywebgpu's
-ratios to its peers, and the machine it ran on."""
+ratios to its peers (wllama, onnxruntime-web), the agreement of greedy token ids, and the
+machine it ran on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import re
 from pathlib import Path
 from statistics import median
 
+# The sides pywebgpu-in-the-browser is compared with, in the page's order.
+PEERS = ("wllama-cpu", "wllama-webgpu", "ort-webgpu")
+
 
 def page_sides(page: dict) -> dict[str, dict]:
     """The sides bench/web/bench.html ran, by name, from its result; each wllama side
@@ -17,7 +21,28 @@ def page_sides(page: dict) -> dict[str, dict]:
     for mode, result in page["wllama"].items():
         result["weights_on"] = wllama_weights_on(result)
         sides[f"wllama-{mode}"] = result
+    if "ort" in page:
+        sides["ort-webgpu"] = page["ort"]
     return sides
+
+
+def greedy_agreement(sides: dict[str, dict]) -> dict:
+    """Per decode context, for each side that reports token ids beside pywebgpu-browser:
+    whether its greedy ids equal pywebgpu's, and the first position where they part."""
+    ours = sides.get("pywebgpu-browser")
+    agreement = {}
+    for name, result in sides.items():
+        if ours is None or name in ("pywebgpu-browser", "pywebgpu-native"):
+            continue
+        for context, run in result["decode"].items():
+            theirs, mine = run.get("greedy_continuation"), ours["decode"].get(context, {}).get("greedy_continuation")
+            if theirs is None or mine is None:
+                continue
+            parted = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+            if parted is None and len(mine) != len(theirs):
+                parted = min(len(mine), len(theirs))
+            agreement.setdefault(context, {})[name] = {"same_ids": parted is None, "first_difference": parted, "compared": min(len(mine), len(theirs))}
+    return agreement
 
 
 def wllama_weights_on(report: dict) -> list[str]:
@@ -71,8 +96,9 @@ def ratio(ours: dict, theirs: dict, path: tuple, runs_path: tuple | None):
     return a / b if a is not None and b else None
 
 
-def compare(sides: dict[str, dict], rows: list[tuple], peers=("wllama-cpu", "wllama-webgpu")) -> list[dict]:
-    """One row per metric: each side's figure, and pywebgpu-in-the-browser / each peer."""
+def compare(sides: dict[str, dict], rows: list[tuple]) -> list[dict]:
+    """One row per metric: each side's figure, and pywebgpu-in-the-browser / each peer that ran."""
+    peers = [peer for peer in PEERS if peer in sides]
     table = []
     for label, path, scale, higher_is_better, runs_path in rows:
         row = {"metric": label, "higher_is_better": higher_is_better}

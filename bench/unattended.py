@@ -6,12 +6,15 @@ report as `python -m bench`.
 
     python -m bench.unattended --chromium PATH --model MANIFEST --out REPORT.json \\
         [--gguf GGUF --sides pywebgpu-browser,wllama-cpu,wllama-webgpu] \\
+        [--ort-model DIR --sides pywebgpu-browser,ort-webgpu] \\
         [--chromium-flag=--use-angle=vulkan ...] [--reps N] [--decode-tokens N] ...
 
-The peer, wllama, runs the GGUF given (e.g. one of the same geometry written by
-bench.random_gguf) in the same page, in rounds with pywebgpu. Needs the web bundle
-(web/vendor/pyodide, web/vendor/wheels, and web/vendor/wllama for the peer) built
-beforehand; the standard library and pywebgpu only.
+The peers run in the same page, in rounds with pywebgpu: wllama the GGUF given (e.g. one
+of the same geometry written by bench.random_gguf), onnxruntime-web the ONNX model folder
+given (a pack of bench.ort_model --weightless, its data file unpacked). Needs the web
+bundle (web/vendor/pyodide, web/vendor/wheels, and web/vendor/wllama or
+web/vendor/onnxruntime-web for the peers) built beforehand; the standard library and
+pywebgpu only.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from pathlib import Path
 from devtools.bundle import ROOT, WEB
 from devtools.server import WebServer
 
-from . import model_bench
+from . import model_bench, ort_model
 from .options import PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options, measure_config
-from .report import compare, format_table, machine, page_sides, table_rows, usable_cores
+from .report import compare, format_table, greedy_agreement, machine, page_sides, table_rows, usable_cores
 
+ORT_MODEL_URL = "/bench-ort-model/"
 # Beyond the flags the caller gives (those that pick the GPU): no network, no first-run UI.
 BASE_FLAGS = ["--headless", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
 
@@ -43,18 +47,21 @@ def main(argv=None) -> int:
     parser.add_argument("--chromium-flag", action="append", default=[], help="a flag for Chromium (repeat)")
     parser.add_argument("--model", type=Path, required=True, help="the manifest of the model to run")
     parser.add_argument("--gguf", type=Path, help="the GGUF the peer (wllama) runs")
-    parser.add_argument("--sides", default="pywebgpu-browser", help="comma-separated, of pywebgpu-browser,wllama-cpu,wllama-webgpu (default: pywebgpu-browser)")
+    parser.add_argument("--ort-model", type=Path, help="the ONNX model folder the peer onnxruntime-web runs")
+    parser.add_argument("--sides", default="pywebgpu-browser", help="comma-separated, of pywebgpu-browser,wllama-cpu,wllama-webgpu,ort-webgpu (default: pywebgpu-browser)")
     add_measure_options(parser)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=500, help="seconds to wait for the page's report")
     args = parser.parse_args(argv)
 
     sides_wanted = args.sides.split(",")
-    if unknown := set(sides_wanted) - {"pywebgpu-browser", "wllama-cpu", "wllama-webgpu"}:
+    if unknown := set(sides_wanted) - {"pywebgpu-browser", "wllama-cpu", "wllama-webgpu", "ort-webgpu"}:
         parser.error(f"unknown sides {sorted(unknown)}")
     wllama_modes = [side.removeprefix("wllama-") for side in sides_wanted if side.startswith("wllama-")]
     if wllama_modes and args.gguf is None:
         parser.error("the wllama sides need --gguf")
+    if "ort-webgpu" in sides_wanted and args.ort_model is None:
+        parser.error("the ort-webgpu side needs --ort-model")
     measure, prompt_texts = measure_config(args, args.model)
     config = {
         "manifestUrl": f"/bench-model/{args.model.name}",
@@ -64,6 +71,7 @@ def main(argv=None) -> int:
         "wllamaModes": wllama_modes,
         "promptTexts": prompt_texts,
         "ggufUrl": args.gguf and f"/bench-gguf/{args.gguf.name}",
+        "ort": ort_model.page_config(args.ort_model, ORT_MODEL_URL) if "ort-webgpu" in sides_wanted else None,
         "threads": usable_cores(),
         "nCtx": WLLAMA_N_CTX,
     }
@@ -76,6 +84,8 @@ def main(argv=None) -> int:
         mounts = {"/bench/": PAGE_FOLDER, "/bench-model/": args.model.parent, "/unattended/": Path(scratch)}
         if args.gguf is not None:
             mounts["/bench-gguf/"] = args.gguf.parent
+        if args.ort_model is not None:
+            mounts[ORT_MODEL_URL] = args.ort_model
         with WebServer(WEB, mounts=mounts, post_handlers={"/unattended/report": reports.put}) as server:
             command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench/bench.html?unattended"]
             with open(args.out.with_suffix(".chromium.log"), "w") as chromium_log:
@@ -92,8 +102,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"the page failed: {answer['error']}")
     page = answer["result"]
     sides = page_sides(page)
-    peers = [f"wllama-{mode}" for mode in page["wllama"]] if "pywebgpu-browser" in sides else []
-    table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]), peers=peers)
+    table = compare(sides, table_rows(measure["prefill_lengths"], measure["decode_contexts"]))
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, "-m", "bench.unattended", *(sys.argv[1:] if argv is None else argv)]),
@@ -104,9 +113,11 @@ def main(argv=None) -> int:
         "model": {
             "pywebgpu": json.loads(args.model.read_text())["pte"],
             "wllama": args.gguf and {"file": args.gguf.name, "bytes": args.gguf.stat().st_size},
+            "ort-webgpu": ort_model.model_entry(args.ort_model) if "ort-webgpu" in sides else None,
         },
         "settings": {k: v for k, v in measure.items() if k != "prompt_tokens"} | {"prompt_source": str(PROMPT_TEXT.relative_to(ROOT))},
         "table": table,
+        "greedy_ids_agreement": greedy_agreement(sides),
         "results": sides,
     }
     print(format_table(table))

@@ -6,12 +6,16 @@
 //   1. pywebgpu: Pyodide in a module Web Worker (/worker.mjs, as the chat demo runs it),
 //      running bench/model_bench.py (its source comes in config.pythonSource);
 //   2. wllama (llama.cpp in wasm) on the same model's GGUF, once per config.wllamaModes
-//      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend).
+//      entry: "cpu" (n_gpu_layers 0) and "webgpu" (all layers offered to its WebGPU backend);
+//   3. onnxruntime-web's WebGPU execution provider on the same model's 4-bit ONNX export,
+//      where config.ort names it (ort.mjs).
 // They run in rounds, one side after the other so that they never share the CPU: a round
 // of each side (every prefill length timed once, a decode after every context), then the
 // next round, so that every side meets the same drift of a shared machine's speed.
-// pywebgpu takes the prompts as token ids; wllama as text (its API takes no ids) that its
+// pywebgpu and onnxruntime-web take the prompts as token ids; wllama as text (its API takes no ids) that its
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
+
+import { median } from "./median.mjs";
 
 const logElement = document.getElementById("log");
 
@@ -121,12 +125,6 @@ async function completion(wllama, prompt, maxTokens, cachePrompt) {
   return { timings: response.timings, text: response.choices[0].text };
 }
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
-
 // A wllama side: loaded and warmed up; round(n) times each prefill and decode once.
 async function startWllama(config, mode, model) {
   const { prefill_lengths, decode_contexts, decode_tokens } = config.measure;
@@ -215,11 +213,16 @@ window.runBench = async (config) => {
     const model = await response.blob();
     for (const mode of config.wllamaModes) sides.push([mode, await startWllama(config, mode, model)]);
   }
+  if (config.ort) {
+    // Imported here: a run without this side need not ship onnxruntime-web.
+    const { startOrt } = await import("./ort.mjs");
+    sides.push(["ort", await startOrt(config, log)]);
+  }
   for (let number = 1; number <= config.measure.reps; number++) {
     for (const [, side] of sides) await side.round(number);
   }
   for (const [name, side] of sides) {
-    if (name === "pywebgpu") result.pywebgpu = await side.finish();
+    if (name === "pywebgpu" || name === "ort") result[name] = await side.finish();
     else result.wllama[name] = await side.finish();
   }
   return result;
