@@ -87,7 +87,7 @@ def mutate(rng: random.Random, data: bytes, spans: dict) -> tuple[bytes, list[st
         region = rng.choices(list(REGION_WEIGHTS), weights=list(REGION_WEIGHTS.values()))[0]
         start, end = rng.choice(spans[region])
         end = min(end, len(buf))
-        if end - start < 8:
+        if end - start <= 8:
             start, end = 0, len(buf)
         at = rng.randrange(start, end - 8)
         kind = rng.choice(("bit", "bit", "byte", "int32", "int32", "int32", "int64", "truncate", "insert", "delete"))
@@ -229,7 +229,7 @@ class _Runner:
             try:
                 return self.connection.recv()
             except EOFError:
-                pass
+                self.process.join(self.limit)
         alive = self.process.is_alive()
         self.stop()
         if alive:
