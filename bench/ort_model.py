@@ -9,11 +9,11 @@ no `shader-f16` is needed; logits of the last position only, as pywebgpu's prefi
     .venv/bin/python -m bench.ort_model [--model smollm2|llama3.2-1b] [--weightless OUT_DIR]
 
 writes build/ort/<model>/ (model.onnx, model.onnx.data, genai_config.json, tokenizer)
-unless it holds a build with the same builder command, and fetches onnxruntime-web into
+unless it holds a build with the same options, and fetches onnxruntime-web into
 web/vendor/onnxruntime-web/ (bench.ort_runtime). --weightless also writes
 OUT_DIR/ort-<model>/: model.onnx, genai_config.json and model.onnx.data.gz, every
-initializer in the data file filled with bench.weightless's byte (the 1B's 0.9 GB pack
-to a few MB; its tokens are meaningless); `gunzip` the .gz where it runs.
+initializer in the data file filled with bench.weightless's byte, so that it compresses
+to almost nothing (its tokens are meaningless); `gunzip` the .gz where it runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """onnxruntime-web for the benchmark's `ort-webgpu` side, fetched from npm into
-web/vendor/onnxruntime-web/ on first use: only the WebGPU build's three files (27 MB of the
-package's 145 MB), so it is a benchmark step, not part of scripts/setup.sh's bundle.
+web/vendor/onnxruntime-web/ on first use: only the WebGPU build's three files, not the
+whole (large) package; a benchmark step, not part of scripts/setup.sh's bundle.
 
     .venv/bin/python -m bench.ort_runtime
 """
