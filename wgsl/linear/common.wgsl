@@ -18,11 +18,16 @@
 // - p.silu_mul_out (the kernels for CPU adapters): the weight rows are a gate
 //   projection's then an up projection's (N / 2 each) and the linear writes
 //   silu(gate) * up, N / 2 values a row, to `out` (split0 = split1 = N / 2).
+// - HAS_OFFSETS (an exact GGUF linear's offset term): out[m, n] += sum_g C[n, g] *
+//   (the sum of x[m] over group g), C [N, K / group_size] in `bias` from p.offsets_start
+//   (after the bias); the GEMMs add C[n, g] to the weights they dequantize, the GEMVs
+//   the offsets times x's group sums.
 // - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
 //   kernel applies the norm itself: x * side (the norm weight, [K]) is read in place of
 //   x, and the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum
 //   of squares gathered as x is read.
 override HAS_BIAS: bool = false;
+override HAS_OFFSETS: bool = false;
 override X_SILU_MUL: bool = false;
 override X_RMS_NORM: bool = false;
 override RMS_EPS: f32 = 0.0;
@@ -39,13 +44,14 @@ struct Params {
   residual: u32,          // 1: add `side` (a residual [M, N]) to the output
   silu_mul_out: u32,      // 1: write silu(gate) * up of the two halves of the outputs
   k_splits: u32,          // GEMMs: workgroups along K per tile (1: the GEMM stores the outputs)
+  offsets_start: u32,     // HAS_OFFSETS: where C starts in `bias`
 }
 
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<u32>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when !HAS_BIAS
+@group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when neither HAS_BIAS nor HAS_OFFSETS
 @group(0) @binding(5) var<uniform> p: Params;
 // The residual (p.residual) or the norm weight (X_RMS_NORM), never both: one binding
 // keeps the kernels within WebGPU's default of 8 storage buffers per stage.
@@ -121,4 +127,14 @@ fn weight_row(n: u32) -> u32 {
 
 fn scales4(first: u32) -> vec4<f32> {
   return vec4<f32>(scales[first], scales[first + 1u], scales[first + 2u], scales[first + 3u]);
+}
+
+// HAS_OFFSETS: C[n, g] (outputs past N read the last row, as weight_row does).
+fn offset_at(n: u32, g: u32) -> f32 {
+  return bias[p.offsets_start + min(n, p.n - 1u) * (p.k / p.group_size) + g];
+}
+
+// HAS_OFFSETS: C[n, g] of outputs first .. first + 3.
+fn offsets4(first: u32, g: u32) -> vec4<f32> {
+  return vec4<f32>(offset_at(first, g), offset_at(first + 1u, g), offset_at(first + 2u, g), offset_at(first + 3u, g));
 }

@@ -17,6 +17,7 @@
 
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
+const TOP_PLACE: f32 = 268435456.0;  // 16^7: the top x value of a word from its placed value (hi.w)
 
 // x values 8w .. 8w + 7 of a row, as the nibbles of word w meet them: scaled to their
 // places (lo: 8w .. 8w + 3, hi: 8w + 4 .. 8w + 7), and the sum of those whose nibbles

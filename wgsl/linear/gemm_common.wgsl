@@ -38,7 +38,8 @@ fn stage_x_tile(lid: u32, m0: u32, k0: u32, tile: u32, tile_k: u32) {
 }
 
 // Stages the dequantized weights of outputs n0 .. n0 + tile - 1, values k0 ..
-// k0 + tile_k - 1 (zeros past N or K), a word at a time.
+// k0 + tile_k - 1 (zeros past N or K), a word at a time; with HAS_OFFSETS each plus its
+// group's offset (scale * q + C[n, g], as an exact GGUF weight dequantizes).
 fn stage_w_tile(lid: u32, n0: u32, k0: u32, tile: u32, tile_k: u32) {
   for (var e = lid; e < tile * tile_k / 8u; e += 256u) {
     let col = e / (tile_k / 8u);
@@ -52,6 +53,11 @@ fn stage_w_tile(lid: u32, n0: u32, k0: u32, tile: u32, tile_k: u32) {
       let scale = scales[(w * 8u) / p.group_size * p.scale_stride + n];
       even = scale * q4_even(word);
       odd = scale * q4_odd(word);
+      if (HAS_OFFSETS) {
+        let offset = offset_at(n, (w * 8u) / p.group_size);
+        even += offset;
+        odd += offset;
+      }
     }
     for (var c = 0u; c < 4u; c++) {
       w_tile[(8u * wq + 2u * c) * (tile / 4u) + col / 4u][col % 4u] = even[c];

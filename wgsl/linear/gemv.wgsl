@@ -103,6 +103,18 @@ fn gemv(
     total_b += (dot_chunks4(rows_b, chunk, xc) - offset) * scales4(scale + firsts.y);
     total_c += (dot_chunks4(rows_c, chunk, xc) - offset) * scales4(scale + firsts.z);
     total_d += (dot_chunks4(rows_d, chunk, xc) - offset) * scales4(scale + firsts.w);
+    if (HAS_OFFSETS) {
+      // The chunk's sum of x: offset_sum's 28 values and the quad's 4 top ones.
+      var top = x.hi.w;
+      top += quadSwapX(top);
+      top += quadSwapY(top);
+      let x_sum = offset_sum + top * TOP_PLACE;
+      let g = chunk / chunks_per_group;
+      total_a += x_sum * offsets4(firsts.x, g);
+      total_b += x_sum * offsets4(firsts.y, g);
+      total_c += x_sum * offsets4(firsts.z, g);
+      total_d += x_sum * offsets4(firsts.w, g);
+    }
   }
   if (X_RMS_NORM) {
     // The quad's lanes loaded every word of the row once.

@@ -25,6 +25,11 @@ fn gemv_coop(
     workgroupBarrier();  // the last stage is read
     squares += stage_x(thread, COOP_THREADS * COOP_ROWS, x_row, first);
     workgroupBarrier();
+    if (HAS_OFFSETS) {
+      sum_stage_groups(thread, COOP_THREADS * COOP_ROWS, first);
+      workgroupBarrier();
+      sum += stage_offsets(lid.x, read_n, first);
+    }
     let first_word = first / 2u;
     let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
     // Four words of the row per step, loaded together: memory latency, not bandwidth,

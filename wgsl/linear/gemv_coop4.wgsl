@@ -36,6 +36,11 @@ fn gemv_coop4(
     workgroupBarrier();  // the last stage is read
     squares += stage_x(thread, COOP_THREADS * COOP4_TEAMS, x_row, first);
     workgroupBarrier();
+    if (HAS_OFFSETS) {
+      sum_stage_groups(thread, COOP_THREADS * COOP4_TEAMS, first);
+      workgroupBarrier();
+      sum += stage_offsets4(lid.x, n0, first);
+    }
     let first_word = first / 2u;
     let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
     // Two words of each row per step, loaded together (as in gemv_coop).

@@ -70,10 +70,12 @@ fn add_words4(sums: vec4<f32>, u: Words4, x: XWord) -> vec4<f32> {
   );
 }
 
-// A row's sums over words of one group, and the offset_sum of their x values.
+// A row's sums over words of one group, the offset_sum of their x values, and
+// (HAS_OFFSETS) the sum of their top x values, placed (XWord.hi.w).
 struct RowSums {
   sums: Outputs16,
   offset_sum: f32,
+  top_sum: f32,
 }
 
 // A row's x values at a word for each of a quad's 4 slots (x_slots): slot s of lane j
@@ -88,9 +90,14 @@ struct XSlots {
 // `sums` plus one row's x values at a word times the words of 16 outputs (u0 .. u3).
 fn add_word(sums: RowSums, u0: Words4, u1: Words4, u2: Words4, u3: Words4, x: XWord) -> RowSums {
   let s = sums.sums;
+  var top_sum = sums.top_sum;
+  if (HAS_OFFSETS) {
+    top_sum += x.hi.w;
+  }
   return RowSums(
     Outputs16(add_words4(s.a, u0, x), add_words4(s.b, u1, x), add_words4(s.c, u2, x), add_words4(s.d, u3, x)),
     sums.offset_sum + x.offset_sum,
+    top_sum,
   );
 }
 
@@ -146,34 +153,46 @@ fn add_rows_word(s: RowsSums, t: RowsThread, w: u32) -> RowsSums {
 }
 
 // `total` plus a row's sums of words of one group, the + 8 taken off, times the group's
-// scales.
-fn add_group(total: Outputs16, group: RowSums, scales: Outputs16) -> Outputs16 {
+// scales, and with HAS_OFFSETS the group's offsets times the sum of its x values.
+fn add_group(total: Outputs16, group: RowSums, scales: Outputs16, offsets: Outputs16) -> Outputs16 {
   let offset = 8.0 * group.offset_sum;
   let s = group.sums;
-  return Outputs16(
+  var sum = Outputs16(
     total.a + (s.a - offset) * scales.a, total.b + (s.b - offset) * scales.b,
     total.c + (s.c - offset) * scales.c, total.d + (s.d - offset) * scales.d,
   );
+  if (HAS_OFFSETS) {
+    let x_sum = group.offset_sum + group.top_sum * TOP_PLACE;
+    sum = Outputs16(sum.a + x_sum * offsets.a, sum.b + x_sum * offsets.b, sum.c + x_sum * offsets.c, sum.d + x_sum * offsets.d);
+  }
+  return sum;
 }
 
-// `t` plus a quad of rows' sums of words of one group, times the group's scales.
-fn add_quad_group(t: QuadTotals, s: QuadSums, scales: Outputs16) -> QuadTotals {
-  return QuadTotals(add_group(t.t0, s.s0, scales), add_group(t.t1, s.s1, scales), add_group(t.t2, s.s2, scales), add_group(t.t3, s.s3, scales));
+// `t` plus a quad of rows' sums of words of one group, times the group's scales (and offsets).
+fn add_quad_group(t: QuadTotals, s: QuadSums, scales: Outputs16, offsets: Outputs16) -> QuadTotals {
+  return QuadTotals(
+    add_group(t.t0, s.s0, scales, offsets), add_group(t.t1, s.s1, scales, offsets),
+    add_group(t.t2, s.s2, scales, offsets), add_group(t.t3, s.s3, scales, offsets),
+  );
 }
 
-// `t` plus the thread's sums `s` of words of group g, scaled (firsts: the weight rows of
+// `t` plus the thread's sums `s` of words of group g, scaled, offsets added (firsts: the weight rows of
 // the thread's 4 blocks, see gemv_rows).
 fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> RowsTotals {
   let scale = g * p.scale_stride;
   let scales = Outputs16(
     scales4(scale + firsts.x), scales4(scale + firsts.y), scales4(scale + firsts.z), scales4(scale + firsts.w),
   );
+  var offsets = Outputs16();
+  if (HAS_OFFSETS) {
+    offsets = Outputs16(offsets4(firsts.x, g), offsets4(firsts.y, g), offsets4(firsts.z, g), offsets4(firsts.w, g));
+  }
   var totals = t;
-  totals.q0 = add_quad_group(t.q0, s.q0, scales);
-  totals.q1 = add_quad_group(t.q1, s.q1, scales);
+  totals.q0 = add_quad_group(t.q0, s.q0, scales, offsets);
+  totals.q1 = add_quad_group(t.q1, s.q1, scales, offsets);
   if (ROW_QUADS > 2u) {
-    totals.q2 = add_quad_group(t.q2, s.q2, scales);
-    totals.q3 = add_quad_group(t.q3, s.q3, scales);
+    totals.q2 = add_quad_group(t.q2, s.q2, scales, offsets);
+    totals.q3 = add_quad_group(t.q3, s.q3, scales, offsets);
   }
   return totals;
 }

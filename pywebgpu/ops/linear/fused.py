@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...gpu import STORAGE_USAGE
 from ..registry import OpHandler
 from . import plan
-from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly
+from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly, bias_and_offsets
 
 
 class LinearQ4gswResidual(LinearQ4gswWeightOnly):
@@ -16,12 +16,13 @@ class LinearQ4gswResidual(LinearQ4gswWeightOnly):
     the [M, N] result in its element order. Args: x, weights, scales, group_size, bias,
     residual, out."""
 
-    def __init__(self, graph, index, name, args, x_silu_mul=False):
+    def __init__(self, graph, index, name, args, x_silu_mul=False, offsets=None):
         LinearQ4gsw.__init__(self, graph, index, name, args)
         self.x_silu_mul = x_silu_mul
         if len(args) != 7:
             self.fail(f"expected 7 arguments (x, weights, scales, group_size, bias, residual, out), got {len(args)}")
         self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
+        self.set_offsets(offsets)
         self.residual = self.tensor(5)
         if self.residual.dtype != "float32":
             self.fail(f"the residual {self.residual.label} is {self.residual.dtype}; only float32 is supported")
@@ -55,12 +56,13 @@ class LinearQ4gswConcat(LinearQ4gsw):
         if len(self.outputs) not in (1, len(linears)) or len(self.outputs) > self.MAX_OUTPUTS:
             self.fail(f"{len(linears)} linears need one output or one each (at most {self.MAX_OUTPUTS})")
         if not self.can_concatenate(linears):
-            self.fail("the linears differ in K, group size, weight row length or having a bias, or a weight is not a constant")
+            self.fail("the linears differ in K, group size, weight row length or having a bias or offsets, or a weight is not a constant")
         self.k, self.group_size, self.weight_row_words = first.k, first.group_size, first.weight_row_words
         self.widths = [linear.n for linear in linears]
         self.n = sum(self.widths)
         self.scale_stride = -(-self.n // 4) * 4
         self.bias = first.bias  # only whether there is one: the buffer is concatenated
+        self.offsets = first.offsets  # likewise
         if silu_mul_out and (len(linears) != 2 or self.widths[0] != self.widths[1] or len(self.outputs) != 1):
             self.fail("silu(gate) * up needs a gate and an up projection of one width and one output")
         if silu_mul_out and self.kernel_set != "cpu":
@@ -79,7 +81,7 @@ class LinearQ4gswConcat(LinearQ4gsw):
         for linear in linears:
             if (linear.k, linear.group_size, linear.weight_row_words) != (first.k, first.group_size, first.weight_row_words):
                 return False
-            if (linear.bias is None) != (first.bias is None):
+            if (linear.bias is None) != (first.bias is None) or (linear.offsets is None) != (first.offsets is None):
                 return False
             if any(t is not None and t.constant is None for t in (linear.weights, linear.scales, linear.bias)):
                 return False
@@ -91,7 +93,8 @@ class LinearQ4gswConcat(LinearQ4gsw):
         row_bytes = 4 * self.weight_row_words
         weights = device.create_buffer(self.n * row_bytes, STORAGE_USAGE, label=f"{label}.weights")
         scales = device.create_buffer(self.k // self.group_size * self.scale_stride * 4, STORAGE_USAGE, label=f"{label}.scales")
-        bias = device.create_buffer(self.n * 4, STORAGE_USAGE, label=f"{label}.bias") if self.bias is not None else None
+        with_bias = self.bias is not None or self.offsets is not None
+        bias = bias_and_offsets(self, linears) if with_bias else None
         first_output = 0
         for linear in linears:
             graph.write_constant(weights, linear.weights, [(first_output * row_bytes, 0, linear.n * row_bytes)])
@@ -99,8 +102,6 @@ class LinearQ4gswConcat(LinearQ4gsw):
             groups = range(self.k // self.group_size)
             rows = [((g * self.scale_stride + first_output) * 4, g * linear.scale_stride * 4, linear.n * 4) for g in groups]
             graph.write_constant(scales, linear.scales, rows)
-            if bias is not None:
-                graph.write_constant(bias, linear.bias, [(first_output * 4, 0, linear.n * 4)])
             first_output += linear.n
         return weights, scales, bias
 

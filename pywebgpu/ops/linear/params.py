@@ -8,7 +8,7 @@ import struct
 from ...gpu import linear_grid
 from ..registry import pack_u32
 
-PARAMS_BYTES = 48  # common.wgsl's Params (11 u32), in whole 16-byte rows
+PARAMS_BYTES = 48  # common.wgsl's Params (12 u32), in whole 16-byte rows
 QPARAMS_BYTES = 32  # int8_quant.wgsl's Params
 ELEMENT_THREADS = 256  # threads per workgroup of gemm_reduce and quantize_dequantize
 
@@ -34,11 +34,12 @@ STEP_VALUES = 32
 
 def pack_params(
     m, n, k, weight_row_words, scale_stride, group_size, split0, split1, residual: bool, silu_mul_out: bool = False,
-    k_splits: int = 1,
+    k_splits: int = 1, offsets_start: int = 0,
 ) -> bytes:
     """The linear kernels' Params, padded to PARAMS_BYTES."""
     values = pack_u32(
-        m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual), int(silu_mul_out), k_splits
+        m, n, k, weight_row_words, scale_stride, group_size, split0, split1, int(residual), int(silu_mul_out), k_splits,
+        offsets_start,
     )
     return values.ljust(PARAMS_BYTES, b"\0")
 

@@ -2,6 +2,10 @@
 symmetric 4-bit weights with one f32 scale per group of `group_size` input features, and
 LinearQ4gsw, the base of every 4-bit linear handler.
 
+Offsets (runtime/fusion/ folds them in: an exact GGUF linear's `linear(groupsum(x), C)`
+beside the 4-bit one): out[m, n] += sum_g C[n, g] * (the sum of x[m] over group g), C an
+f32 constant [N, K / group_size], read from the bias binding after the bias.
+
 Weights stay packed on the GPU (see pte-format notes): W uint8 [N, K/2], low nibble first;
 scales f32 transposed to [K / group_size, N padded to a multiple of 4]. x is [..., K] with
 any live leading dims: M = their product. Which kernel runs is plan.py's choice.
@@ -9,6 +13,7 @@ any live leading dims: M = their product. Which kernel runs is plan.py's choice.
 
 from __future__ import annotations
 
+from ...gpu import STORAGE_USAGE
 from ...values import numel
 from ..registry import OpHandler, register
 from . import plan
@@ -29,6 +34,7 @@ class LinearQ4gsw(OpHandler):
     # for CPU adapters) the linear writes silu(gate) * up, N / 2 values a row.
     silu_mul_out = False
     residual = None  # a tensor added to the output (LinearQ4gswResidual)
+    offsets = None  # the constant C [N, K / group_size] of the offsets (module docstring)
 
     def parse_weights(self, weights: int, scales: int, group_size: int, bias: int):
         self.x, self.out = self.tensor(0), self.tensor(len(self.args) - 1)
@@ -60,6 +66,20 @@ class LinearQ4gsw(OpHandler):
         self.weight_row_words = row_bytes // 4
         self.scale_stride = scale_stride
 
+    def set_offsets(self, offsets):
+        """Add offsets C (a float32 constant tensor [N, K / group_size], or None)."""
+        if offsets is None:
+            return
+        groups = self.k // self.group_size
+        if offsets.dtype != "float32" or offsets.constant is None or tuple(offsets.max_sizes) != (self.n, groups):
+            self.fail(f"offsets {offsets.label} should be a float32 constant [{self.n}, {groups}], got {offsets.dtype}{list(offsets.max_sizes)}")
+        self.offsets = offsets
+
+    @property
+    def offsets_start(self) -> int:
+        """Where the offsets start in the bias binding, in floats: after the bias, padded."""
+        return -(-self.n // 4) * 4 if self.bias is not None else 0
+
     @property
     def gemm_input(self):
         return self.x.buffer
@@ -80,6 +100,8 @@ class LinearQ4gsw(OpHandler):
     def packed_buffers(self):
         """The buffers of the packed weights, the scales and the bias (None if none);
         build() calls it once."""
+        if self.offsets is not None:
+            return self.weights.buffer, self.scales.buffer, bias_and_offsets(self, [self])
         return self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None
 
     async def build(self):
@@ -114,6 +136,7 @@ class LinearQ4gsw(OpHandler):
         source, entry_point, constants = kernel_build(
             kernel, "subgroups" in device.features, has_bias=self.bias is not None, x_silu_mul=self.x_silu_mul,
             norm_eps=norm.eps if norm is not None else None, silu_mul_out=self.silu_mul_out, group_size=self.group_size,
+            has_offsets=self.offsets is not None,
         )
         weights, scales, bias = self.packed
         # Slots of absent operands: any read-only buffer of this dispatch for the bias and
@@ -148,7 +171,7 @@ class LinearQ4gsw(OpHandler):
             self.params,
             pack_params(
                 self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
-                self.residual is not None, self.silu_mul_out, self.k_splits,
+                self.residual is not None, self.silu_mul_out, self.k_splits, self.offsets_start,
             ),
         )
         self.grid = dispatch_grid(self.kernel, self.m, self.n, self.k_splits)
@@ -171,11 +194,29 @@ class LinearQ4gsw(OpHandler):
             recorder.dispatch(*self.kernels[self.kernel], *self.grid)
 
 
+def bias_and_offsets(op: LinearQ4gsw, linears) -> object:
+    """One buffer of the biases of `linears` (the handlers whose outputs `op` computes, in
+    order; all or none with a bias and with offsets) and their offsets from
+    op.offsets_start: [N] then [N, K / group_size], each linear's rows after the last's."""
+    groups = op.k // op.group_size
+    start = op.offsets_start
+    buffer = op.graph.device.create_buffer(4 * (start + op.n * groups), STORAGE_USAGE, label=f"{op.name}#{op.index}.bias_offsets")
+    first_output = 0
+    for linear in linears:
+        if linear.bias is not None:
+            op.graph.write_constant(buffer, linear.bias, [(first_output * 4, 0, linear.n * 4)])
+        if linear.offsets is not None:
+            op.graph.write_constant(buffer, linear.offsets, [((start + first_output * groups) * 4, 0, linear.n * groups * 4)])
+        first_output += linear.n
+    return buffer
+
+
 @register("et_vk.linear_q4gsw.default")
 class LinearQ4gswWeightOnly(LinearQ4gsw):
-    def __init__(self, graph, index, name, args, x_silu_mul=False):
+    def __init__(self, graph, index, name, args, x_silu_mul=False, offsets=None):
         super().__init__(graph, index, name, args)
         self.x_silu_mul = x_silu_mul
         if len(args) != 6:
             self.fail(f"expected 6 arguments (x, weights, scales, group_size, bias, out), got {len(args)}")
         self.parse_weights(weights=1, scales=2, group_size=3, bias=4)
+        self.set_offsets(offsets)

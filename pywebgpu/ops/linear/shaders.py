@@ -28,16 +28,17 @@ def kernel_source(entry_point: str, subgroups: bool) -> str:
 
 def kernel_build(
     kernel: str, subgroups: bool, *, has_bias: bool, x_silu_mul: bool, norm_eps: float | None, silu_mul_out: bool,
-    group_size: int,
+    group_size: int, has_offsets: bool = False,
 ) -> tuple[str, str, dict]:
     """(source, entry point, override constants) of `kernel` (an entry point or a
     KERNEL_VARIANTS entry); `norm_eps`: the eps of an RMSNorm the kernel applies to x, or
-    None. Each kernel gets the overrides its module declares: common.wgsl's, and gemv's
+    None; `has_offsets`: whether the linear adds offsets times x's group sums. Each kernel gets the overrides its module declares: common.wgsl's, and gemv's
     OUT_SILU_MUL, gemv_rows' ROW_QUADS and STEP_WORDS."""
     entry_point, variant_constants = KERNEL_VARIANTS.get(kernel, (kernel, {}))
     constants = {
         **variant_constants,
         "HAS_BIAS": has_bias,
+        "HAS_OFFSETS": has_offsets,
         "X_SILU_MUL": x_silu_mul,
         "X_RMS_NORM": norm_eps is not None,
         "RMS_EPS": norm_eps if norm_eps is not None else 0.0,

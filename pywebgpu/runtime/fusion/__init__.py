@@ -4,6 +4,9 @@ no values (so their intermediate tensors get no memory), and the fused op takes 
 place of the last op of its pattern, where all its inputs exist. Each pattern is a
 small named match (a dataclass) found over the ops, then applied.
 
+- offsets (offsets.py): an exact GGUF linear's offset term beside its 4-bit linear,
+  add(linear_q4gsw(x), linear(sum(view(x, [..., G, gs]), [-1]), C)), becomes the 4-bit
+  linear with offsets C [N, G] (ops.linear.q4gsw); every later pattern keeps them.
 - RoPE tables at the position (rope.py): Llama slices its cos and sin tables at rows
   [input_pos, input_pos + S) for apply_rotary_emb. Where only RoPE ops read the slices
   (through views), those read the whole tables from the position on the GPU
@@ -37,10 +40,12 @@ from __future__ import annotations
 
 from .linears import fuse_linear_residual, fuse_mlp, fuse_rms_norm_linear, fuse_shared_input_linears, fuse_silu_mul
 from .matching import constant_aliases, readers
+from .offsets import fuse_linear_offsets
 from .rope import fold_unread_symints, fuse_rope_attention, fuse_rope_tables
 
 # In this order: each pattern matches ops the ones before made.
 PASSES = (
+    fuse_linear_offsets,
     fuse_rope_tables,
     fuse_rope_attention,
     fuse_silu_mul,

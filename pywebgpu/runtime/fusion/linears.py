@@ -99,7 +99,7 @@ def fuse_linear_residual(graph):
             continue
         call = LinearArgs(*linear.args)
         args = (call.x, call.weights, call.scales, call.group_size, call.bias, match.residual, match.out)
-        graph.ops[match.add] = LinearQ4gswResidual(graph, match.add, "linear_q4gsw + add (fused)", args)
+        graph.ops[match.add] = LinearQ4gswResidual(graph, match.add, _named("linear_q4gsw + add", linear), args, offsets=linear.offsets)
         for folded in (linear.index, *match.views):
             fold(graph, folded, match.add)
 
@@ -171,8 +171,8 @@ def fuse_mlp(graph):
         fold(graph, match.last, first)
         for index in (*match.views, silu_mul.index):
             fold(graph, index, down.index)
-        name = "silu_mul + " + ("linear_q4gsw + add (fused)" if type(down) is LinearQ4gswResidual else "linear_q4gsw (fused)")
-        graph.ops[down.index] = type(down)(graph, down.index, name, _with_x(down, both.id), x_silu_mul=True)
+        name = _named("silu_mul + " + ("linear_q4gsw + add" if type(down) is LinearQ4gswResidual else "linear_q4gsw"), down)
+        graph.ops[down.index] = type(down)(graph, down.index, name, _with_x(down, both.id), x_silu_mul=True, offsets=down.offsets)
 
 
 def fuse_shared_input_linears(graph):
@@ -209,7 +209,7 @@ def fuse_rms_norm_linear(graph):
         if views:
             if not is_plain_linear(linear) or linear.x.id != x or graph.values[x].max_sizes[-1] != norm.width:
                 continue
-            linear = LinearQ4gswWeightOnly(graph, index, linear.name, _with_x(linear, norm.out.id))
+            linear = LinearQ4gswWeightOnly(graph, index, linear.name, _with_x(linear, norm.out.id), offsets=linear.offsets)
             for folded in views:
                 fold(graph, folded, index)
         if linear.x is not norm.out or linear.x_silu_mul or linear.k != norm.width:
@@ -217,6 +217,11 @@ def fuse_rms_norm_linear(graph):
         linear_name = "linear_q4gsw" if type(linear) is LinearQ4gswWeightOnly else linear.name.removesuffix(" (fused)")
         graph.ops[index] = RmsNormLinear(graph, index, f"rms_norm + {linear_name} (fused)", norm, linear)
         fold(graph, norm.index, index)
+
+
+def _named(fused: str, linear) -> str:
+    """The name of a fused op of `linear`: "<fused> (fused)", with "+ offsets" if it has them."""
+    return f"{fused} + offsets (fused)" if linear.offsets is not None else f"{fused} (fused)"
 
 
 def _with_x(linear, x_id: int) -> tuple:
