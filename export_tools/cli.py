@@ -20,11 +20,14 @@ examples:
   python -m export_tools random --preset llama3.2-1b --max-seq-len 128 --max-context-len 2048 -o /tmp/llama1b/model.pte
   python -m export_tools meta --checkpoint consolidated.00.pth --params params.json -o llama.pte
   python -m export_tools gguf SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pte
+  python -m export_tools gguf SmolLM2-135M-Instruct.Q4_1.gguf --requantize --qmode 4w -o smollm2-4w.pte
   python -m export_tools hf ./Llama-3.2-1B-Instruct -o llama1b.pte
 
 Next to OUT.pte it writes OUT.json (manifest: geometry, quantization, tokenizer, special
 tokens, chat template, sha256) and, when the source has one, OUT.tokenizer.json.
-Bad input stops with a one-line error and exit status 2.
+A GGUF's quantized weights are kept exactly (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K as 4-bit
+planes plus per-group offsets); --requantize re-quantizes it to 4 bits instead, as the
+other sources are. Bad input stops with a one-line error and exit status 2.
 """
 
 
@@ -41,13 +44,13 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--max-seq-len", type=int, default=128,
                         help="ExecuTorch max_seq_len: one forward call takes up to max_seq_len - 1 tokens (default 128)")
     common.add_argument("--max-context-len", type=int, default=2048, help="KV cache length in tokens (default 2048)")
-    common.add_argument("--qmode", choices=["4w", "8da4w", "fp32"], default="4w",
+    common.add_argument("--qmode", choices=["4w", "8da4w", "fp32"],
                         help="linear layers: 4-bit weights (4w), 4-bit weights with dynamic 8-bit "
                         "activations (8da4w), or unquantized (fp32); default 4w")
-    common.add_argument("--group-size", type=int, default=32, help="quantization group size (default 32)")
-    common.add_argument("--embedding-4bit", action=argparse.BooleanOptionalAction, default=True,
+    common.add_argument("--group-size", type=int, help="quantization group size (default 32)")
+    common.add_argument("--embedding-4bit", action=argparse.BooleanOptionalAction,
                         help="4-bit grouped embedding, et_vk.embedding_q4gsw (default on)")
-    common.add_argument("--hqq-scales", action=argparse.BooleanOptionalAction, default=True,
+    common.add_argument("--hqq-scales", action=argparse.BooleanOptionalAction,
                         help="choose 4-bit scales with HQQ, ExecuTorch's default (default on); "
                         "--no-hqq-scales uses min/max scales, much faster for big models")
     common.add_argument("--force-fp16", action="store_true",
@@ -69,6 +72,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     gguf = sources.add_parser("gguf", parents=[common], help="a llama.cpp GGUF file (architecture llama)")
     gguf.add_argument("path", type=Path, help="the .gguf file")
+    gguf.add_argument("--requantize", action="store_true",
+                      help="dequantize the GGUF and re-quantize it with --qmode etc. (default: its weights exactly)")
 
     hf = sources.add_parser("hf", parents=[common], help="a Hugging Face folder (config.json, *.safetensors, tokenizer.json)")
     hf.add_argument("folder", type=Path, help="the model folder")
@@ -109,6 +114,14 @@ def _source(args: argparse.Namespace):
     return HFSource(args.folder)
 
 
+def _refuse_requantizing_options(args: argparse.Namespace) -> None:
+    """An exact GGUF export takes no re-quantizing flag: name the ones given."""
+    given = [flag for flag, value in (("--qmode", args.qmode), ("--group-size", args.group_size),
+             ("--embedding-4bit", args.embedding_4bit), ("--hqq-scales", args.hqq_scales)) if value is not None]  # fmt: skip
+    if given:
+        raise ExportError(f"{', '.join(given)} re-quantize a GGUF's weights: add --requantize (without it they are kept exactly)")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _build_parser().parse_args(argv)
     warnings.formatwarning = lambda message, category, *_: f"warning: {message}\n"
@@ -119,7 +132,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .exporter import export_llama
 
     started = time.monotonic()
+    requantize = getattr(args, "requantize", False)
     try:
+        if args.source == "gguf" and not requantize:
+            _refuse_requantizing_options(args)
         result = export_llama(
             _source(args),
             args.output,
@@ -129,6 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             group_size=args.group_size,
             embedding_4bit=args.embedding_4bit,
             hqq_scales=args.hqq_scales,
+            requantize=requantize,
             force_fp16=args.force_fp16,
             progress=not args.no_progress,
             verbose=args.verbose,

@@ -27,10 +27,13 @@ from tqdm import tqdm
 from pywebgpu.llm import manifest as manifest_format
 
 from .errors import ExportError, ExportWarning
+from .exact_modules import install_exact_weights
 from .params import LlamaParams
 from .sources import LoadedModel, ModelSource, TokenizerInfo
 
 QMODES = ("4w", "8da4w", "fp32")
+# What a re-quantizing export uses for the options the caller leaves out.
+REQUANTIZE_DEFAULTS: dict[str, Any] = {"qmode": "4w", "group_size": 32, "embedding_4bit": True, "hqq_scales": True}
 # ExecuTorch traces with a 3-token prompt and bounds the dynamic length at max_seq_len - 1.
 MIN_MAX_SEQ_LEN = 4
 
@@ -48,6 +51,23 @@ class ExportOptions:
     # The Vulkan partitioner's force_fp16: every float tensor of the program float16 (its
     # constants rounded to it; ExecuTorch's runtime computes in f16, pywebgpu in f32).
     force_fp16: bool = False
+    # A GGUF's quantized weights kept exactly (exact_modules) instead of re-quantized: the
+    # model is built unquantized (qmode fp32, fp32 embedding), then its modules swapped.
+    exact_gguf: bool = False
+
+    @classmethod
+    def resolve(
+        cls, source: ModelSource, max_seq_len: int, max_context_len: int, requantize: bool, force_fp16: bool, **given: Any
+    ) -> "ExportOptions":
+        """The options of an export of `source`: a GGUF's is exact unless `requantize`
+        or a re-quantizing option (qmode, group_size, embedding_4bit, hqq_scales) is given."""
+        from .sources import GGUFSource
+
+        given = {name: value for name, value in given.items() if value is not None}
+        if isinstance(source, GGUFSource) and not requantize and not given:
+            return cls(max_seq_len, max_context_len, "fp32", embedding_4bit=False, hqq_scales=False,
+                       force_fp16=force_fp16, exact_gguf=True)  # fmt: skip
+        return cls(max_seq_len, max_context_len, **{**REQUANTIZE_DEFAULTS, **given}, force_fp16=force_fp16)
 
     def __post_init__(self) -> None:
         """Reject what needs no model geometry, before any (slow) weight loading."""
@@ -182,19 +202,23 @@ def build_eager(
     *,
     max_seq_len: int,
     max_context_len: int,
-    qmode: str = "4w",
-    group_size: int = 32,
-    embedding_4bit: bool = True,
-    hqq_scales: bool = True,
+    qmode: Optional[str] = None,
+    group_size: Optional[int] = None,
+    embedding_4bit: Optional[bool] = None,
+    hqq_scales: Optional[bool] = None,
+    requantize: bool = False,
     progress: bool = False,
     verbose: bool = False,
 ) -> EagerLlama:
     """The module `export_llama` would lower with these arguments, without lowering it."""
-    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales)
+    options = ExportOptions.resolve(
+        source, max_seq_len, max_context_len, requantize, False,
+        qmode=qmode, group_size=group_size, embedding_4bit=embedding_4bit, hqq_scales=hqq_scales,
+    )  # fmt: skip
     loaded = source.load(progress=progress)
     options.check(loaded.params)
     with _Stages(["write checkpoint", "load + quantize"], progress) as stages:
-        manager = _prepare(loaded, options, stages, verbose)
+        manager, _ = _prepare(loaded, options, stages, verbose)
     return EagerLlama(manager.model, loaded.params, options)
 
 
@@ -204,10 +228,11 @@ def export_llama(
     *,
     max_seq_len: int,
     max_context_len: int,
-    qmode: str = "4w",
-    group_size: int = 32,
-    embedding_4bit: bool = True,
-    hqq_scales: bool = True,
+    qmode: Optional[str] = None,
+    group_size: Optional[int] = None,
+    embedding_4bit: Optional[bool] = None,
+    hqq_scales: Optional[bool] = None,
+    requantize: bool = False,
     force_fp16: bool = False,
     progress: bool = False,
     verbose: bool = False,
@@ -216,7 +241,10 @@ def export_llama(
     pte_path = Path(out_path)
     if pte_path.suffix != ".pte":
         raise ExportError(f"output path must end in .pte: {pte_path}")
-    options = ExportOptions(max_seq_len, max_context_len, qmode, group_size, embedding_4bit, hqq_scales, force_fp16)
+    options = ExportOptions.resolve(
+        source, max_seq_len, max_context_len, requantize, force_fp16,
+        qmode=qmode, group_size=group_size, embedding_4bit=embedding_4bit, hqq_scales=hqq_scales,
+    )  # fmt: skip
     loaded = source.load(progress=progress)
     options.check(loaded.params)
     params, tokenizer, origin = loaded.params, loaded.tokenizer, loaded.origin
@@ -226,11 +254,11 @@ def export_llama(
         ["write checkpoint", "load + quantize", "torch.export", "to edge", "Vulkan partition", "to executorch", "write .pte"],
         progress,
     ) as stages:
-        manager = _prepare(loaded, options, stages, verbose)
+        manager, quantization = _prepare(loaded, options, stages, verbose)
         del loaded  # free the converted fp32 weights: the module has its own (quantized) copy
         _lower(manager, pte_path, stages, verbose, options.force_fp16)
 
-    manifest = _write_manifest(pte_path, params, options, tokenizer, origin)
+    manifest = _write_manifest(pte_path, params, quantization, options, tokenizer, origin)
     return ExportResult(
         pte_path=pte_path,
         manifest_path=pte_path.with_suffix(".json"),
@@ -323,7 +351,9 @@ def _llm_config(checkpoint: Path, params_path: Path, options: ExportOptions, tok
 
 
 def _prepare(loaded: LoadedModel, options: ExportOptions, stages: _Stages, verbose: bool):
-    """ExecuTorch's model loading and source transforms (quantization, custom SDPA/KV cache).
+    """ExecuTorch's model loading and source transforms (quantization, custom SDPA/KV cache),
+    then, for an exact GGUF export, its exact modules: (the export manager, the manifest's
+    `quantization` entry).
 
     ExecuTorch's model loads weights from a checkpoint file, so the converted weights go
     through a temporary one. It is memory-mapped; deleting it while the module still maps
@@ -340,7 +370,11 @@ def _prepare(loaded: LoadedModel, options: ExportOptions, stages: _Stages, verbo
 
             config = _llm_config(checkpoint, params_path, options, loaded.tokenizer)
             export_llama_lib._validate_args(config)
-            return export_llama_lib._prepare_for_llama_export(config)
+            manager = export_llama_lib._prepare_for_llama_export(config)
+            if not options.exact_gguf:
+                return manager, options.manifest_dict()
+            quantization = install_exact_weights(manager.model, loaded.gguf_tensors, loaded.state_dict)
+            return manager, {**quantization, "float_dtype": options.manifest_dict()["float_dtype"]}
 
 
 def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool, force_fp16: bool) -> None:
@@ -367,6 +401,7 @@ def _lower(manager, pte_path: Path, stages: _Stages, verbose: bool, force_fp16: 
 def _write_manifest(
     pte_path: Path,
     params: LlamaParams,
+    quantization: dict[str, Any],
     options: ExportOptions,
     tokenizer: Optional[TokenizerInfo],
     origin: dict[str, Any],
@@ -388,7 +423,7 @@ def _write_manifest(
             "max_prefill_tokens": options.max_seq_len - 1,
             "max_context_len": options.max_context_len,
         },
-        "quantization": options.manifest_dict(),
+        "quantization": quantization,
         "tokenizer": tokenizer_entry,
         "special_tokens": {
             "bos": tokenizer.bos.manifest_dict() if tokenizer and tokenizer.bos else None,

@@ -30,6 +30,7 @@ from export_tools import (
     export_llama,
 )
 from export_tools.cli import main as cli_main
+from gguf_files import GGUF_TENSOR_NAMES, finish, llama_gguf_writer
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_SEQ_LEN = 8
@@ -224,19 +225,6 @@ def llama_cpp_rope_factors(head_dim: int, theta: float, factor: float) -> np.nda
     return (inv_freq / llama3_inv_freq(inv_freq, factor)).float().numpy()
 
 
-GGUF_TENSOR_NAMES = {
-    "attention_norm.weight": "attn_norm.weight",
-    "attention.wq.weight": "attn_q.weight",
-    "attention.wk.weight": "attn_k.weight",
-    "attention.wv.weight": "attn_v.weight",
-    "attention.wo.weight": "attn_output.weight",
-    "ffn_norm.weight": "ffn_norm.weight",
-    "feed_forward.w1.weight": "ffn_gate.weight",
-    "feed_forward.w3.weight": "ffn_up.weight",
-    "feed_forward.w2.weight": "ffn_down.weight",
-}
-
-
 def write_gguf(path: Path, geometry: dict, weights: dict, tokenizer, *, architecture="llama", rope_factor=None):
     """A tiny llama.cpp-style GGUF; returns the weights as a reader will see them.
 
@@ -245,18 +233,7 @@ def write_gguf(path: Path, geometry: dict, weights: dict, tokenizer, *, architec
     """
     import gguf
 
-    writer = gguf.GGUFWriter(str(path), architecture)
-    writer.add_block_count(geometry["n_layers"])
-    writer.add_context_length(2048)
-    writer.add_embedding_length(geometry["dim"])
-    writer.add_feed_forward_length(geometry["ffn_dim"])
-    writer.add_head_count(geometry["n_heads"])
-    writer.add_head_count_kv(geometry["n_kv_heads"])
-    writer.add_rope_freq_base(geometry["theta"])
-    writer.add_layer_norm_rms_eps(geometry["eps"])
-    writer.add_rope_dimension_count(geometry["head_dim"])
-    writer.add_vocab_size(geometry["vocab"])
-
+    writer = llama_gguf_writer(path, geometry, architecture=architecture)
     vocab = json.loads(tokenizer.to_str())["model"]
     tokens = sorted(vocab["vocab"], key=vocab["vocab"].get)
     writer.add_tokenizer_model("gpt2")
@@ -287,10 +264,7 @@ def write_gguf(path: Path, geometry: dict, weights: dict, tokenizer, *, architec
                 array = array.astype(np.float16)
             writer.add_tensor(f"blk.{i}.{gguf_name}", array)
             seen[key] = torch.from_numpy(array.astype(np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish(writer)
     return seen
 
 
@@ -660,7 +634,7 @@ def test_cli_passes_options_to_export(tmp_path, monkeypatch, capsys, tiny_4w):
     assert isinstance(source, RandomSource) and source.seed == 7 and source.params.n_layers == 1
     assert out_path == tmp_path / "x.pte"
     assert options == dict(max_seq_len=16, max_context_len=64, qmode="8da4w", group_size=64, embedding_4bit=False,
-                           hqq_scales=False, force_fp16=True, progress=False, verbose=False)  # fmt: skip
+                           hqq_scales=False, requantize=False, force_fp16=True, progress=False, verbose=False)  # fmt: skip
     assert f"wrote {tiny_4w.pte_path}" in capsys.readouterr().out
 
 
@@ -700,6 +674,7 @@ def _bad_inputs(tmp_path: Path, bpe_tokenizer) -> dict[str, tuple[list[str], str
     return {
         "missing file": (["gguf", str(tmp_path / "none.gguf"), *out], "GGUF file not found"),
         "not a GGUF": (["gguf", str(not_gguf), *out], "cannot read"),
+        "GGUF re-quantizing flag": (["gguf", str(not_gguf), "--qmode", "4w", *out], "--qmode re-quantize a GGUF's weights: add --requantize"),
         "GGUF architecture": (["gguf", str(qwen), *out], "unsupported GGUF architecture 'qwen2'"),
         "HF architecture": (["hf", str(mistral), *out], "unsupported Hugging Face architecture"),
         "HF folder missing": (["hf", str(tmp_path / "nope"), *out], "folder not found"),

@@ -9,7 +9,7 @@ base.py holds what they return (`LoadedModel`, `TokenizerInfo`) and the checks t
 share; one module per source: random_weights, meta_checkpoint, gguf_file, hf_folder.
 """
 
-from .base import LoadedModel, ModelSource, PathLike, SpecialToken, StateDict, TokenizerInfo
+from .base import GGUFTensor, LoadedModel, ModelSource, PathLike, SpecialToken, StateDict, TokenizerInfo
 from .gguf_file import GGUFSource
 from .hf_folder import HFSource, hf_to_meta_rotary
 from .meta_checkpoint import MetaCheckpointSource
@@ -17,6 +17,7 @@ from .random_weights import RandomSource
 
 __all__ = [
     "GGUFSource",
+    "GGUFTensor",
     "HFSource",
     "LoadedModel",
     "MetaCheckpointSource",

@@ -37,6 +37,17 @@ class TokenizerInfo:
     chat_template: Optional[str]
 
 
+@dataclass(frozen=True, eq=False)
+class GGUFTensor:
+    """One GGUF tensor as stored: its name, type name (`Q4_1`, `F32`, ...), raw bytes and
+    PyTorch shape (slowest dimension first)."""
+
+    name: str
+    gguf_type: str
+    data: Any  # numpy uint8 (or float) array of the file's bytes
+    shape: tuple[int, ...]
+
+
 @dataclass
 class LoadedModel:
     """A source's model: geometry, Meta-style fp32 weights, tokenizer, and where it came from."""
@@ -45,6 +56,9 @@ class LoadedModel:
     state_dict: StateDict  # Meta-style keys, fp32, exactly params.expected_shapes()
     tokenizer: Optional[TokenizerInfo]
     origin: dict[str, Any] = field(default_factory=dict)  # for the manifest
+    # A GGUF source's tensors as stored, by Meta-style key (a tied output.weight is the
+    # embedding's), for the exact export; None for other sources.
+    gguf_tensors: Optional[dict[str, GGUFTensor]] = None
 
 
 class ModelSource:

@@ -1,4 +1,4 @@
-"""A llama.cpp GGUF file of architecture `llama`, dequantized to fp32."""
+"""A llama.cpp GGUF file of architecture `llama`: its tensors as stored and dequantized to fp32."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from ..errors import ExportError
 from ..params import Llama3RopeScaling, LlamaParams
-from .base import LoadedModel, ModelSource, PathLike, StateDict, checked_state_dict, meta_key
+from .base import GGUFTensor, LoadedModel, ModelSource, PathLike, StateDict, checked_state_dict, meta_key
 
 # llama.cpp tensor names -> Meta-style keys. llama.cpp's converter already permuted
 # Q/K rows into the interleaved (Meta) rotary layout, so they map one to one.
@@ -36,7 +36,10 @@ _GGUF_LAYER_NAME = re.compile(r"blk\.(\d+)\.(\w+)\.weight")
 
 
 class GGUFSource(ModelSource):
-    """A llama.cpp GGUF file of architecture `llama`; every tensor is dequantized to fp32.
+    """A llama.cpp GGUF file of architecture `llama`.
+
+    `load` keeps every tensor as stored (`LoadedModel.gguf_tensors`, for the exact export)
+    and dequantizes it to fp32 with `gguf.quants.dequantize` (the state dict).
 
     Geometry, RoPE theta and RMSNorm eps come from the GGUF metadata; Llama-3 RoPE scaling
     from the `rope_freqs.weight` factors llama.cpp stores. The tokenizer is rebuilt from
@@ -68,6 +71,7 @@ class GGUFSource(ModelSource):
         params = self._params(metadata, tensors_by_name)
 
         tensors: StateDict = {}
+        stored: dict[str, GGUFTensor] = {}
         for name, tensor in tqdm(
             tensors_by_name.items(), desc="dequantize GGUF", disable=not progress
         ):
@@ -83,10 +87,13 @@ class GGUFSource(ModelSource):
             # GGUF lists dimensions fastest-first; PyTorch wants them the other way round.
             shape = [int(n) for n in reversed(tensor.shape)]
             tensors[key] = torch.tensor(values, dtype=torch.float32).reshape(shape)
+            stored[key] = GGUFTensor(name, tensor.tensor_type.name, tensor.data, tuple(shape))
         state_dict = checked_state_dict(params, tensors, what=self.path.name)
+        if "output.weight" not in stored:
+            stored["output.weight"] = stored["tok_embeddings.weight"]
         tokenizer = tokenizer_from_gguf_metadata(metadata)
         origin = {"kind": "gguf", "file": self.path.name, "name": metadata.get("general.name")}
-        return LoadedModel(params, state_dict, tokenizer, origin)
+        return LoadedModel(params, state_dict, tokenizer, origin, gguf_tensors=stored)
 
     def _params(self, metadata: Mapping[str, Any], tensors_by_name: Mapping[str, Any]) -> LlamaParams:
         def required(key: str) -> Any:
