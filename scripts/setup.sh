@@ -69,12 +69,17 @@ if [ ! -f "$VENDOR/wllama/.version" ] || [ "$(cat "$VENDOR/wllama/.version")" !=
   npm_unpack "@wllama/wllama@$WLLAMA_VERSION" esm "$VENDOR/wllama"
   echo "$WLLAMA_VERSION" > "$VENDOR/wllama/.version"
 fi
-mkdir -p "$VENDOR/wheels"
-for req in "micropip==$MICROPIP_VERSION" "flatbuffers==$FLATBUFFERS_VERSION"; do
-  name="${req%%==*}"; version="${req##*==}"
-  if ! ls "$VENDOR/wheels/$name-$version-"*.whl >/dev/null 2>&1; then
-    log "fetching the $req wheel for Pyodide"
+pyodide_wheel() {  # requirement, destination folder: the pure-Python wheel Pyodide installs
+  local name="${1%%==*}" version="${1##*==}"
+  if ! ls "$2/$name-$version-"*.whl >/dev/null 2>&1; then
+    log "fetching the $1 wheel for Pyodide"
     .venv/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.14 \
-      --implementation py --abi none --platform any -d "$VENDOR/wheels" "$req"
+      --implementation py --abi none --platform any -d "$2" "$1"
   fi
-done
+}
+pyodide_wheel "flatbuffers==$FLATBUFFERS_VERSION" "$VENDOR/wheels"
+# micropip (PyScript's `packages` installer) goes where pyodide-lock.json names it. The
+# lock's file is Pyodide's own rebuild of the wheel, published on its CDN only, so the
+# lock's entry is pointed at PyPI's wheel of the same version (its sha256).
+pyodide_wheel "micropip==$MICROPIP_VERSION" "$VENDOR/pyodide"
+.venv/bin/python -m devtools.bundle lock-wheel "$VENDOR/pyodide/micropip-$MICROPIP_VERSION-py3-none-any.whl"
