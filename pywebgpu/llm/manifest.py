@@ -9,6 +9,7 @@ import json
 import re
 
 from ..gpu import GPUError
+from .chat_template import ChatTemplate
 
 FORMAT = "pywebgpu.llama-export"
 VERSION = 1
@@ -83,7 +84,11 @@ def parse_manifest(text: str, location: str) -> dict:
                 f"below the vocabulary's {vocab_size}, not {token_id!r}"
             )
     if manifest.get("chat_template") is not None:
-        field("chat_template", lambda v: isinstance(v, str), "a Jinja template string")
+        template = field("chat_template", lambda v: isinstance(v, str), "a Jinja template string")
+        try:
+            ChatTemplate.from_template_string(template)
+        except ValueError as error:
+            raise ModelFileError(f"the model's manifest {location}: 'chat_template': {error}") from None
     return manifest
 
 
@@ -116,4 +121,5 @@ def _is_positive_int(value) -> bool:
 
 
 def _is_name(value) -> bool:
-    return isinstance(value, str) and bool(value)
+    """A file beside the manifest: no folder, no URL scheme."""
+    return isinstance(value, str) and value not in ("", ".", "..") and not any(c in value for c in "/\\:")

@@ -14,6 +14,7 @@ Python's `re` lacks; `unicode_regex` rewrites them into explicit character class
 from `unicodedata`.
 """
 
+from .checks import TokenizerError
 from .tokenizer import StreamDecoder, Tokenizer
 
-__all__ = ["StreamDecoder", "Tokenizer"]
+__all__ = ["StreamDecoder", "Tokenizer", "TokenizerError"]

@@ -6,6 +6,8 @@ import heapq
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .checks import TokenizerError
+
 
 class BPEModel:
     """Byte-level BPE over pre-tokens, merging exactly as HF `tokenizers` does."""
@@ -16,10 +18,10 @@ class BPEModel:
     def __init__(self, model: Mapping[str, Any]):
         """`model` is tokenizer.json's "model" entry."""
         if model.get("type", "BPE") != "BPE":
-            raise ValueError(f"unsupported tokenizer model {model.get('type')!r} (only BPE)")
+            raise TokenizerError(f"unsupported tokenizer model {model.get('type')!r} (only BPE)")
         for option in ("dropout", "continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"):
             if model.get(option):
-                raise ValueError(f"BPE option {option}={model[option]!r} is not supported")
+                raise TokenizerError(f"BPE option {option}={model[option]!r} is not supported")
         self.vocab: dict[str, int] = dict(model["vocab"])  # without added tokens
         self._merge_ranks: dict[tuple[str, str], int] = {
             (tuple(merge.split(" ", 1)) if isinstance(merge, str) else tuple(merge)): rank

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 from .byte_level import to_byte_level
 from .unicode_regex import compile_pattern
+from .checks import TokenizerError
 
 
 # GPT-2's split, the one HF's ByteLevel pre-tokenizer applies when use_regex is true.
@@ -64,7 +65,7 @@ def _split(piece: str, regex: re.Pattern[str], behavior: str, invert: bool) -> l
             previous_is_delimiter = is_delimiter
         pieces.reverse()
     else:
-        raise ValueError(f"unsupported split behavior {behavior!r}")
+        raise TokenizerError(f"unsupported split behavior {behavior!r}")
     return [text for text in pieces if text]
 
 
@@ -114,7 +115,7 @@ def pre_tokenizer_step(config: Mapping[str, Any]) -> PreTokenizerStep:
         # HF splits on char::is_numeric, i.e. \p{N}, not only on 0-9.
         behavior = "Isolated" if config.get("individual_digits", False) else "Contiguous"
         return _split_step(compile_pattern(r"\p{N}"), behavior, False)
-    raise ValueError(f"unsupported pre-tokenizer {kind!r}")
+    raise TokenizerError(f"unsupported pre-tokenizer {kind!r}")
 
 
 def normalizer(config: Optional[Mapping[str, Any]]) -> Optional[Callable[[str], str]]:
@@ -133,7 +134,7 @@ def normalizer(config: Optional[Mapping[str, Any]]) -> Optional[Callable[[str], 
             return text
 
         return normalize_in_turn
-    raise ValueError(f"unsupported normalizer {kind!r}")
+    raise TokenizerError(f"unsupported normalizer {kind!r}")
 
 
 def template_ids(config: Optional[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
@@ -161,4 +162,4 @@ def template_ids(config: Optional[Mapping[str, Any]]) -> tuple[list[int], list[i
                 ids = config["special_tokens"][item["SpecialToken"]["id"]]["ids"]
                 (after if seen_sequence else before).extend(ids)
         return before, after
-    raise ValueError(f"unsupported post-processor {kind!r}")
+    raise TokenizerError(f"unsupported post-processor {kind!r}")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from .added_tokens import AddedToken, AddedTokenSplitter
 from .bpe import BPEModel
 from .byte_level import CHAR_TO_BYTE
+from .checks import TokenizerError, check_config
 from .gguf import tokenizer_json_from_gguf
 from .pipeline import normalizer, pre_tokenizer_members, pre_tokenizer_step, template_ids
 
@@ -22,6 +25,16 @@ _WELL_KNOWN_END_TOKENS = frozenset(
 )
 
 
+@contextmanager
+def _stage(name: str):
+    """A stage's own fields are read as it is built: a missing or mistyped one there is a
+    TokenizerError naming the stage."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError, re.error) as error:
+        raise TokenizerError(f"tokenizer.json: '{name}' is malformed ({type(error).__name__}: {error})") from None
+
+
 class Tokenizer:
     """A byte-level BPE tokenizer that encodes and decodes like HF `tokenizers`."""
 
@@ -29,10 +42,12 @@ class Tokenizer:
         self, config: Mapping[str, Any], *, bos_id: Optional[int] = None, eos_ids: Optional[Iterable[int]] = None
     ):
         """`config` is a parsed tokenizer.json; see `from_json` for bos_id / eos_ids."""
-        self._model = BPEModel(config["model"])
+        check_config(config)
+        with _stage("model"):
+            self._model = BPEModel(config["model"])
         decoder = config.get("decoder") or {}
         if decoder.get("type") != "ByteLevel":
-            raise ValueError(f"unsupported decoder {decoder.get('type')!r} (only ByteLevel)")
+            raise TokenizerError(f"unsupported decoder {decoder.get('type')!r} (only ByteLevel)")
 
         vocab = self._model.vocab
         added = [
@@ -50,12 +65,15 @@ class Tokenizer:
         self._normalized_added = AddedTokenSplitter([token for token in added if token.normalized])
         self._special_ids = frozenset(token.id for token in added if token.special)
 
-        self._normalize = normalizer(config.get("normalizer"))
-        pre_tokenizers = pre_tokenizer_members(config.get("pre_tokenizer"))
-        if not any(member["type"] == "ByteLevel" for member in pre_tokenizers):
-            raise ValueError("the pre-tokenizer has no ByteLevel step: not a byte-level BPE tokenizer")
-        self._pre_tokenizer = [pre_tokenizer_step(member) for member in pre_tokenizers]
-        self._template_before, self._template_after = template_ids(config.get("post_processor"))
+        with _stage("normalizer"):
+            self._normalize = normalizer(config.get("normalizer"))
+        with _stage("pre_tokenizer"):
+            pre_tokenizers = pre_tokenizer_members(config.get("pre_tokenizer"))
+            if not any(member["type"] == "ByteLevel" for member in pre_tokenizers):
+                raise TokenizerError("the pre-tokenizer has no ByteLevel step: not a byte-level BPE tokenizer")
+            self._pre_tokenizer = [pre_tokenizer_step(member) for member in pre_tokenizers]
+        with _stage("post_processor"):
+            self._template_before, self._template_after = template_ids(config.get("post_processor"))
 
         size = max([*vocab.values(), *(token.id for token in added)], default=-1) + 1
         self._id_to_token: list[Optional[str]] = [None] * size
@@ -88,7 +106,10 @@ class Tokenizer:
         post-processor puts first (Llama 3's <|begin_of_text|>), eos_ids to the special
         tokens with well-known end-of-text / end-of-turn names (<|eot_id|>, <|im_end|>, ...).
         """
-        config = json.loads(text_or_dict) if isinstance(text_or_dict, str) else text_or_dict
+        try:
+            config = json.loads(text_or_dict) if isinstance(text_or_dict, str) else text_or_dict
+        except ValueError as error:
+            raise TokenizerError(f"tokenizer.json is not valid JSON ({error})") from None
         return cls(config, bos_id=bos_id, eos_ids=eos_ids)
 
     @classmethod

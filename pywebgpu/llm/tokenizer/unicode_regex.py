@@ -12,6 +12,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from .checks import TokenizerError
+
 # Unicode's White_Space property: what Oniguruma's `\s` matches. Python's `\s` also matches
 # U+001C..U+001F (str.isspace), which HF treats as ordinary symbols.
 WHITE_SPACE_RANGES = (
@@ -105,7 +107,7 @@ def _property_ranges(name: str) -> Ranges:
     else:
         members = [categories[name]] if name in categories else []
     if not members:
-        raise ValueError(f"unsupported Unicode property \\p{{{name}}} in a pre-tokenizer regex")
+        raise TokenizerError(f"unsupported Unicode property \\p{{{name}}} in a pre-tokenizer regex")
     return _coalesced(itertools.chain.from_iterable(members))
 
 
@@ -148,7 +150,7 @@ def _translate_regex(pattern: str) -> str:
                 index += 2
             elif kind in "wWbB":
                 # Their Unicode definitions differ between Oniguruma and Python's `re`.
-                raise ValueError(f"unsupported escape \\{kind} in a pre-tokenizer regex")
+                raise TokenizerError(f"unsupported escape \\{kind} in a pre-tokenizer regex")
             else:
                 out.append(pattern[index : index + 2])
                 index += 2
@@ -162,7 +164,7 @@ def _translate_regex(pattern: str) -> str:
             if char == "]":
                 in_class = False
             elif char == "[":
-                raise ValueError("nested character classes are not supported in pre-tokenizer regexes")
+                raise TokenizerError("nested character classes are not supported in pre-tokenizer regexes")
         elif char == "[":
             in_class = True
             # A "]" first in a class (after an optional "^") is a literal, not its end.
