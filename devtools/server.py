@@ -1,12 +1,17 @@
-"""A local HTTP server for the web bundle: correct MIME types for Pyodide, and COOP/COEP
-headers so pages are cross-origin isolated (SharedArrayBuffer, finer timers)."""
+"""A local HTTP server for the web bundle: correct MIME types for Pyodide, COOP/COEP headers
+so pages are cross-origin isolated (SharedArrayBuffer, finer timers), a content security
+policy, nothing served from outside its folders, and a package index of the bundle's wheels."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import html
 import http.server
+import io
 import threading
 from pathlib import Path
+from urllib.parse import unquote
 
 MIME_TYPES = {
     ".mjs": "text/javascript",
@@ -18,7 +23,41 @@ MIME_TYPES = {
     ".pte": "application/octet-stream",
     ".gguf": "application/octet-stream",
     ".wgsl": "text/plain",
+    ".toml": "text/plain",
 }
+
+# Same-origin everything; what each source list allows beyond it, and why:
+#   script-src 'wasm-unsafe-eval': Pyodide (and wllama) compile WebAssembly;
+#   script-src 'unsafe-eval': PyScript builds its hooks with Function(), and pywebgpu's
+#     GPU layer and download make their JS helpers with Pyodide's run_js (an eval);
+#   script-src/worker-src blob:: the wheel imports its download loop and starts its chunk
+#     hasher Worker from Blobs (pywebgpu/llm/model.py);
+#   connect-src blob:: the chat page reads a local model's files through Blob URLs;
+#   style-src 'unsafe-inline': the pages' <style> blocks and PyScript's injected styles;
+#   img-src data:: the pages' empty data: favicon.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval' blob:",
+        "worker-src 'self' blob:",
+        "connect-src 'self' blob:",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    )
+)
+
+# A PEP 503 simple index of the bundle's wheels (web/vendor/wheels) for micropip, PyScript's
+# `packages` installer; its links are absolute since micropip downloads http(s) URLs only.
+SIMPLE_INDEX = "/vendor/simple/"
+INDEX_WHEELS = Path("vendor") / "wheels"
+
+
+def _project(wheel_name: str) -> str:
+    return wheel_name.split("-", 1)[0].replace("_", "-").lower()
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -26,17 +65,56 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     post_handlers: dict = {}
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
 
-    def translate_path(self, path):
-        # Longest mount prefix wins; everything else comes from the web root.
-        url_path = path.split("?", 1)[0].split("#", 1)[0]
+    def _served_path(self, path: str) -> Path | None:
+        """The file or folder a URL path names (the longest mount prefix wins, else the web
+        root), or None where it would lie outside that folder (`..`, symlinks)."""
+        url_path = unquote(path.split("?", 1)[0].split("#", 1)[0])
+        base, rest = Path(self.directory), url_path
         for prefix in sorted(self.mounts, key=len, reverse=True):
             if url_path.startswith(prefix):
-                relative = url_path[len(prefix) :].lstrip("/")
-                target = (self.mounts[prefix] / relative).resolve()
-                if self.mounts[prefix].resolve() in (target, *target.parents):
-                    return str(target)
-                return str(self.mounts[prefix] / "__outside__")
-        return super().translate_path(path)
+                base, rest = self.mounts[prefix], url_path[len(prefix) :]
+                break
+        try:
+            base = base.resolve()
+            target = base.joinpath(*[part for part in rest.split("/") if part]).resolve()
+        except (OSError, ValueError):  # a NUL byte, a symlink loop
+            return None
+        return target if target == base or base in target.parents else None
+
+    def translate_path(self, path):
+        served = self._served_path(path)
+        return str(served) if served is not None else str(Path(self.directory) / "__outside__" / "missing")
+
+    def send_head(self):
+        url_path = unquote(self.path.split("?", 1)[0])
+        if url_path.startswith(SIMPLE_INDEX):
+            return self._send_index_page(url_path[len(SIMPLE_INDEX) :].strip("/"))
+        if self._served_path(self.path) is None:
+            self.send_error(404, "Not found")
+            return None
+        return super().send_head()
+
+    def _send_index_page(self, project: str):
+        wheels = sorted((Path(self.directory) / INDEX_WHEELS).glob("*.whl"))
+        origin = f"http://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
+        if not project:
+            links = [f'<a href="{p}/">{p}</a>' for p in sorted({_project(w.name) for w in wheels})]
+        else:
+            links = [
+                f'<a href="{html.escape(origin)}/{INDEX_WHEELS.as_posix()}/{html.escape(w.name)}'
+                f'#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{html.escape(w.name)}</a>'
+                for w in wheels
+                if _project(w.name) == project
+            ]
+            if not links:
+                self.send_error(404, f"no wheel of {project!r} in {INDEX_WHEELS}")
+                return None
+        body = ('<!doctype html><meta name="pypi:repository-version" content="1.0">\n' + "\n".join(links)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
 
     def do_POST(self):
         handler = self.post_handlers.get(self.path.split("?", 1)[0])
@@ -51,6 +129,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Cross-Origin-Opener-Policy", "same-origin")
         self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         self.send_header("Cache-Control", "no-cache")
         super().end_headers()
 
