@@ -10,12 +10,17 @@
 Indices are int32 (the runtime narrows int64 token ids). The output is
 [*indices.shape, D]. A token id outside [0, V) yields a row of zeros: PyTorch would
 raise, and a GPU kernel cannot, but it must not read out of bounds either.
+
+A table larger than one storage binding is stored by row blocks (row_blocks.py), one
+dispatch a block, each writing the rows of the ids in its block (the first block also the
+zero rows of ids outside [0, V)).
 """
 
 from __future__ import annotations
 
 from .dims import element_grid
 from .registry import OpHandler, pack_u32, register
+from .row_blocks import row_blocks, store_row_blocks
 
 WORD_VALUES = 8  # 4-bit values per u32 word
 
@@ -31,14 +36,43 @@ class EmbeddingBase(OpHandler):
             self.fail(f"output {self.out.label} is {self.out.dtype}; only float32 is supported")
         self.dim = self.out.max_sizes[-1]
 
+    def split_tables(self, tables, row_bytes):
+        """Store `tables` (constants of self.vocab rows, of `row_bytes[i]` bytes in table i)
+        by the row blocks the device's limits ask for (one block: as the graph uploads them)."""
+        self.tables, self.row_bytes = tables, row_bytes
+        self.blocks = row_blocks(self.vocab, row_bytes, self.graph.device)
+
+    def stored_constants(self) -> set:
+        return {t.id for t in self.tables} if len(self.blocks) > 1 else set()
+
+    async def build_blocks(self, kernel: str, constants: dict | None = None):
+        """The pipeline, and a parameter buffer and bind group per row block."""
+        self.pipeline = await self.make_pipeline(kernel, constants)
+        if len(self.blocks) == 1:
+            parts = [[t.buffer for t in self.tables]]
+        else:
+            stored = [store_row_blocks(self, t, self.blocks, size) for t, size in zip(self.tables, self.row_bytes)]
+            parts = [list(block) for block in zip(*stored)]
+        self.params = [self.params_buffer(32) for _ in self.blocks]
+        self.groups = [
+            self.graph.device.bind_group(self.pipeline, [self.out.buffer, *tables, self.indices.buffer, params])
+            for tables, params in zip(parts, self.params)
+        ]
+
     def set_output_sizes(self) -> int:
         """Set the output's live sizes from the indices'; returns the number of tokens."""
         self.set_sizes(self.out, (*self.indices.sizes, self.dim))
         return self.indices.numel
 
+    def write_block_params(self, *fields):
+        """Each block's parameters: its first row and rows, then `fields` (32 bytes)."""
+        for params, (first, rows) in zip(self.params, self.blocks):
+            self.write_params(params, pack_u32(first, rows, *fields).ljust(32, b"\0"))
+
     def record(self, recorder):
         if self.tokens:
-            recorder.dispatch(self.pipeline, self.group, *self.grid)
+            for group in self.groups:
+                recorder.dispatch(self.pipeline, group, *self.grid)
 
 
 @register("aten.embedding.default")
@@ -52,17 +86,14 @@ class Embedding(EmbeddingBase):
         if self.weight.dtype != "float32" or len(self.weight.max_sizes) != 2 or self.weight.max_sizes[1] != self.dim:
             self.fail(f"weight {self.weight.label} should be float32 [V, {self.dim}], got {self.weight.dtype}{list(self.weight.max_sizes)}")
         self.vocab = self.weight.max_sizes[0]
+        self.split_tables([self.weight], [4 * self.dim])
 
     async def build(self):
-        self.params = self.params_buffer(16)
-        self.pipeline = await self.make_pipeline("embedding")
-        self.group = self.graph.device.bind_group(
-            self.pipeline, [self.out.buffer, self.weight.buffer, self.indices.buffer, self.params]
-        )
+        await self.build_blocks("embedding")
 
     def resize(self):
         self.tokens = self.set_output_sizes()
-        self.write_params(self.params, pack_u32(self.tokens, self.dim, self.vocab, 0))
+        self.write_block_params(self.tokens, self.dim, self.vocab)
         self.grid = element_grid(self.tokens * self.dim)
 
 
@@ -98,20 +129,14 @@ class EmbeddingQ4gsw(EmbeddingBase):
                 f"got {self.scales.dtype}{list(scale_sizes)}"
             )
         self.weight_row_words = row_bytes // 4
+        self.split_tables([self.weights, self.scales], [row_bytes, 4 * self.groups_per_row])
 
     async def build(self):
-        self.params = self.params_buffer(32)
-        self.pipeline = await self.make_pipeline("embedding_q4gsw", {"LINEAR_ORDER": self.linear_order})
-        self.group = self.graph.device.bind_group(
-            self.pipeline, [self.out.buffer, self.weights.buffer, self.scales.buffer, self.indices.buffer, self.params]
-        )
+        await self.build_blocks("embedding_q4gsw", {"LINEAR_ORDER": self.linear_order})
 
     def resize(self):
         self.tokens = self.set_output_sizes()
-        self.write_params(
-            self.params,
-            pack_u32(
-                self.tokens, self.dim, self.vocab, self.weight_row_words, self.groups_per_row, self.group_size, 0, 0
-            ),
+        self.write_block_params(
+            self.tokens, self.dim, self.vocab, self.weight_row_words, self.groups_per_row, self.group_size
         )
         self.grid = element_grid(self.tokens * self.dim // WORD_VALUES)

@@ -207,6 +207,11 @@ class OpHandler(OpPart):
         """Ids of the float16 constants this op can take as stored (see the module doc)."""
         return set()
 
+    def stored_constants(self) -> set:
+        """Ids of the constants this op stores itself, split across buffers (row_blocks.py),
+        which the graph leaves to it instead of uploading them whole. Asked before the ops build."""
+        return set()
+
     async def build(self):
         pass
 

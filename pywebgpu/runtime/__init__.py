@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import pte
 from ..gpu import Device, is_js_buffer
+from .fit import ModelTooLargeError
 from .graph import GraphRuntime, HostTensor
 
 
@@ -40,4 +41,4 @@ async def load(device: Device, data, method: str = "forward", *, kernel_set: str
     return graph
 
 
-__all__ = ["GraphRuntime", "HostTensor", "JsArrayBufferSource", "load"]
+__all__ = ["GraphRuntime", "HostTensor", "JsArrayBufferSource", "ModelTooLargeError", "load"]

@@ -24,6 +24,12 @@ def check_constant(tensor: Tensor):
         )
 
 
+def upload_bytes(tensor: Tensor) -> int:
+    """Bytes of the buffer that Constants.upload makes for constant `tensor`."""
+    size = tensor.max_nbytes if is_widened(tensor) else tensor.constant.size
+    return (size + 15) & ~15
+
+
 class Constants:
     """The constants of one graph, read from `data` (the .pte bytes, or a JS ArrayBuffer).
 

@@ -24,6 +24,7 @@ from ..gpu import STORAGE_USAGE, Device, GPUError
 from ..ops import load_all_ops, registry
 from ..values import SymInt, Tensor, ValueList
 from .constants import Constants
+from .fit import check_fit
 from .fusion import constant_aliases, fuse, readers
 from .host_io import HostTensor, read_output, staged_input
 from .memory_plan import plan_memory
@@ -115,17 +116,27 @@ class GraphRuntime:
         self._keep_float16_constants()
         self.constants = constants = Constants(self.device, self._data, self.values, aliases)
         await constants.start_widening()
-        # Constants no op reads (those of linears fusion concatenated) stay on the host.
-        for tensor in self.values:
-            if isinstance(tensor, Tensor) and tensor.constant is not None and tensor.id not in aliases and tensor.id in self._consumers:
-                tensor.buffer = constants.upload(tensor)
-        # Fill the writable binding slots of outputs an op does not have (linear_q4gsw).
-        self.spare_buffers = [self.device.create_buffer(4, STORAGE_USAGE, label=f"spare{i}") for i in range(2)]
+        # Constants no op reads (those of linears fusion concatenated) stay on the host, as
+        # do those all their readers store themselves (split across buffers).
+        stored = [op.stored_constants() for op in self.ops]
+        read = [
+            t for t in self.values
+            if isinstance(t, Tensor) and t.constant is not None and t.id not in aliases and t.id in self._consumers
+        ]
+        uploaded = [t for t in read if not all(t.id in stored[index] for index in self._consumers[t.id])]
+        split = [t for t in read if all(t.id in stored[index] for index in self._consumers[t.id])]
         # Partial results an op merges in a second dispatch (split attention, split-K GEMMs):
         # one buffer for the graph, whose ops run one after another. Whole vec4s.
-        scratch_bytes = max((op.scratch_bytes() for op in self.ops), default=0)
-        self.scratch = self.device.create_buffer(max(16, -(-scratch_bytes // 16) * 16), STORAGE_USAGE, label="scratch")
-        for slot, (size, tensor_ids) in enumerate(self._plan_memory(set(aliases))):
+        scratch_bytes = max(16, -(-max((op.scratch_bytes() for op in self.ops), default=0) // 16) * 16)
+        slots = self._plan_memory(set(aliases))
+        # Before any upload: a model too large for the device is refused whole, not part way.
+        check_fit(self.device, uploaded, split, slots, scratch_bytes)
+        for tensor in uploaded:
+            tensor.buffer = constants.upload(tensor)
+        # Fill the writable binding slots of outputs an op does not have (linear_q4gsw).
+        self.spare_buffers = [self.device.create_buffer(4, STORAGE_USAGE, label=f"spare{i}") for i in range(2)]
+        self.scratch = self.device.create_buffer(scratch_bytes, STORAGE_USAGE, label="scratch")
+        for slot, (size, tensor_ids) in enumerate(slots):
             buffer = self.device.create_buffer(size, STORAGE_USAGE, label=f"activations{slot}")
             for tensor_id in tensor_ids:
                 self.values[tensor_id].buffer = buffer
