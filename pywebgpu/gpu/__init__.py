@@ -14,7 +14,7 @@ The layer knows nothing of models.
 import sys
 
 from .adapter import DEFAULT_LIMITS, LIMIT_CHOICES
-from .buffers import STORAGE_USAGE, UNIFORM_USAGE, Buffer, BufferUsage
+from .buffers import STORAGE_USAGE, UNIFORM_USAGE, Buffer, BufferOwner, BufferUsage
 from .device import Device
 from .errors import DeviceLostError, GPUError, ShaderError
 from .js_data import is_js_buffer
@@ -48,6 +48,7 @@ __all__ = [
     "UNIFORM_USAGE",
     "BindGroup",
     "Buffer",
+    "BufferOwner",
     "BufferUsage",
     "Device",
     "DeviceLostError",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import wgpu
 
 from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, normalize_feature, requested_limits
@@ -88,6 +90,9 @@ class NativeDevice(Device):
             except wgpu.GPUError as error:
                 staging.destroy()
                 raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
+            # map_sync leaves its promise's resolution queued on the running loop: yield to
+            # the loop once, or a caller whose awaits never suspend piles them up per read.
+            await asyncio.sleep(0)
             if not self._staging.keep(size, staging):
                 staging.destroy()
             return data

@@ -3,6 +3,8 @@ and the pool of readback staging buffers."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from .errors import GPUError
@@ -39,6 +41,38 @@ class Buffer:
     usage: int
     label: str
     destroyed: bool = False
+
+
+# The BufferOwner collecting the buffers created in the current context (None: nobody).
+_collecting: ContextVar = ContextVar("pywebgpu_buffer_owner", default=None)
+
+
+class BufferOwner:
+    """The buffers a device creates while it collects: in its `collecting()` context and
+    in the asyncio tasks started there, so that whoever made them can free them all."""
+
+    def __init__(self):
+        self.buffers: list[Buffer] = []
+
+    @contextmanager
+    def collecting(self):
+        token = _collecting.set(self)
+        try:
+            yield self
+        finally:
+            _collecting.reset(token)
+
+    def take(self) -> list[Buffer]:
+        """The buffers collected so far, forgotten here."""
+        buffers, self.buffers = self.buffers, []
+        return buffers
+
+
+def note_created(buffer: Buffer):
+    """Hand a new buffer to the BufferOwner collecting now, if any."""
+    owner = _collecting.get()
+    if owner is not None:
+        owner.buffers.append(buffer)
 
 
 def as_bytes_view(data) -> memoryview:

@@ -21,6 +21,7 @@ from .buffers import (
     byte_range,
     check_write,
     checked_read,
+    note_created,
 )
 from .errors import DeviceLostError, GPUError
 from .js_data import is_js_buffer
@@ -44,9 +45,10 @@ class Device:
         self._pipelines = PipelineCache(self._raw_compute_pipeline)
         self._lost_reason: str | None = None
         self._pending_errors: list[str] = []
-        # Bytes of the buffers made through create_buffer and not destroyed: what this
-        # device holds in GPU memory for its user (readback staging is not counted).
+        # Bytes and count of the buffers made through create_buffer and not destroyed: what
+        # this device holds in GPU memory for its user (readback staging is not counted).
         self.allocated_bytes = 0
+        self.allocated_buffers = 0
         self._staging = StagingPool()
         self._batch: Batch | None = None  # the open batched_submits
         self._batch_encoder = BatchEncoder(self)
@@ -71,6 +73,8 @@ class Device:
             )
         buffer = Buffer(self._raw_create_buffer(size, usage, label), size, usage, label)
         self.allocated_bytes += size
+        self.allocated_buffers += 1
+        note_created(buffer)
         return buffer
 
     def create_buffer_with_data(self, data, usage: int = STORAGE_USAGE, label: str = "") -> Buffer:
@@ -139,6 +143,7 @@ class Device:
         self._raw_destroy_buffer(buffer)
         buffer.destroyed = True
         self.allocated_bytes -= buffer.size
+        self.allocated_buffers -= 1
 
     # --- pipelines and bind groups -------------------------------------------------
     async def compute_pipeline(self, wgsl: str, label: str, entry_point: str = "main", constants: dict | None = None) -> Pipeline:
