@@ -4,11 +4,13 @@ that feeds tokens at a position and returns the next-token candidates."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.resources
 import sys
 from pathlib import PurePosixPath
 
-from ..gpu import IN_BROWSER, Device, is_js_buffer, request_device
+from ..gpu import IN_BROWSER, BufferOwner, Device, GPUError, is_js_buffer, request_device
 from ..runtime import HostTensor, load
 from .chat_template import ChatTemplate
 from .logits_top_k import LogitsTopK
@@ -120,7 +122,26 @@ def _report_failed_upgrades(upgrades: asyncio.Future):
         print(f"pywebgpu: the model's faster kernels were not built: {upgrades.exception()}", file=sys.stderr)
 
 
+def _owning_its_buffers(load):
+    """LanguageModel.load with every GPU buffer it creates collected in the model's
+    `buffers` (a BufferOwner), which close() frees."""
+
+    @functools.wraps(load)
+    async def owned_load(cls, *args, **kwargs):
+        owner = BufferOwner()
+        with owner.collecting():
+            model = await load(cls, *args, **kwargs)
+        model.buffers = owner
+        return model
+
+    return owned_load
+
+
 class LanguageModel:
+    # The GPU buffers the model created (set by load); close() frees them.
+    buffers: BufferOwner | None = None
+    closed = False
+
     def __init__(self, graph, tokenizer: Tokenizer, manifest: dict, top_k: LogitsTopK):
         self.graph = graph
         self.top_k = top_k  # the graph's runs that end in its next-token candidates
@@ -138,6 +159,7 @@ class LanguageModel:
         self.upgrades: asyncio.Future | None = None
 
     @classmethod
+    @_owning_its_buffers
     async def load(
         cls,
         manifest_location: str,
@@ -178,10 +200,27 @@ class LanguageModel:
         where the device cannot: natively, creating a pipeline blocks the thread). On CPU
         adapters that takes a core for seconds, slowing what the model runs meanwhile:
         ChatSession starts it when a reply has ended, while its reader reads."""
-        if self.upgrades is None and self.graph.device.compiles_in_background:
-            self.upgrades = asyncio.ensure_future(self.graph.build_upgrades())
+        if self.upgrades is None and self.graph.device.compiles_in_background and not self.closed:
+            with self.buffers.collecting() if self.buffers else contextlib.nullcontext():
+                self.upgrades = asyncio.ensure_future(self.graph.build_upgrades())
             self.upgrades.add_done_callback(_report_failed_upgrades)
         return self.upgrades
+
+    def close(self):
+        """Free every GPU buffer the model created (its graph's, its top-k's, its faster
+        kernels'): the device's allocated_bytes return to what they were before the load.
+        The model cannot run afterwards; closing it again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.upgrades is not None:
+            self.upgrades.cancel()
+        for buffer in self.buffers.take() if self.buffers else ():
+            self.graph.device.destroy_buffer(buffer)
+
+    def _check_open(self):
+        if self.closed:
+            raise GPUError("the model is closed: load it again to run it")
 
     async def next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """Feed `tokens` at `position` (prefill in chunks the program accepts) and return
@@ -191,6 +230,7 @@ class LanguageModel:
 
     def start_next_token_candidates(self, tokens: list[int], position: int, k: int, penalty: float = 1.0, penalized_ids=(), draw=None):
         """next_token_candidates' work submitted now; returns an awaitable of its result."""
+        self._check_open()
         if not tokens:
             raise ValueError("no tokens to feed")
         if position + len(tokens) > self.max_context:
@@ -211,6 +251,7 @@ class LanguageModel:
         A repetition `penalty` applies to the last call's penalized tokens and that one
         (the last call must have had the penalty). Submitting it before awaiting the last
         call keeps the GPU busy while the host waits."""
+        self._check_open()
         if position + 1 > self.max_context:
             raise ValueError(f"{position + 1} tokens exceed the model's context of {self.max_context}")
         inputs = (HostTensor((1, 1), [0], "int64"), HostTensor((1,), [position], "int64"))
