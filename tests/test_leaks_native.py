@@ -1,0 +1,136 @@
+"""LanguageModel.close() frees every GPU buffer the model created, and nothing grows with
+use, on the native device: 20 load/close cycles of the tiny Llama (the device's counts and
+wgpu-native's own count of live buffers), a long generation over resets (GPU buffers and
+the Python heap by tracemalloc), a chat to the full context and the chat after it."""
+
+import asyncio
+import gc
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import wgpu
+
+from devtools.fuzz_model_files import cut_tokenizer
+from llama_fixtures import LONG_MAX_SEQ_LEN, TINY_VOCAB, _tiny_llama_export
+from pywebgpu.gpu import GPUError, request_device
+from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
+
+pytestmark = pytest.mark.native
+
+BUNDLED = Path(__file__).resolve().parents[1] / "web" / "models" / "smollm2-135m-instruct-4w"
+# SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
+TOKENIZER_MERGES = 150
+CYCLES = 20
+GENERATED_TOKENS = 2000
+# Python heap growth allowed over the whole long generation after its first round: the
+# tokenizer's word cache and the like fill once; per-token growth would be far above it.
+HEAP_BOUND_BYTES = 64 * 1024
+GREEDY = SamplingParams(temperature=0)
+
+
+@pytest.fixture(scope="module")
+def manifest_path(tmp_path_factory) -> str:
+    """The tiny Llama's export (a context of 2 * LONG_MAX_SEQ_LEN) with a manifest naming
+    a cut SmolLM2 tokenizer and SmolLM2's chat template and end token."""
+    export = _tiny_llama_export(str(tmp_path_factory.mktemp("tiny-model")), False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
+    tokenizer = cut_tokenizer(json.loads(Path(f"{BUNDLED}.tokenizer.json").read_text()), TOKENIZER_MERGES)
+    assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
+    tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
+    tokenizer_path.write_text(json.dumps(tokenizer))
+    bundled = json.loads(BUNDLED.with_suffix(".json").read_text())
+    manifest = json.loads(export.manifest_path.read_text())
+    manifest.update(
+        tokenizer={"file": tokenizer_path.name, "add_bos": False},
+        special_tokens=bundled["special_tokens"],
+        chat_template=bundled["chat_template"],
+    )
+    export.manifest_path.write_text(json.dumps(manifest))
+    return str(export.manifest_path)
+
+
+def _native_live_buffers() -> int:
+    """wgpu-native's own count of buffers alive (its hub), after Python drops its objects."""
+    gc.collect()
+    return wgpu.diagnostics.wgpu_native_counts.get_dict()["Buffer"]["hub"]["hub"]["a"]
+
+
+async def _reply(chat: ChatSession, text: str, max_tokens: int) -> str:
+    return "".join([piece async for piece in chat.send(text, sampling=GREEDY, max_tokens=max_tokens)])
+
+
+def test_load_close_cycles_free_every_gpu_buffer(manifest_path):
+    async def main():
+        device = await request_device()
+        before = (device.allocated_bytes, device.allocated_buffers)
+        native = None
+        for cycle in range(CYCLES):
+            model = await LanguageModel.load(manifest_path, device=device)
+            assert device.allocated_bytes > before[0]
+            assert await _reply(ChatSession(model), "Hello", 4)
+            model.close()
+            assert (device.allocated_bytes, device.allocated_buffers) == before, f"cycle {cycle}"
+            del model
+            # The device's readback staging stays pooled from the first reply on.
+            native = native if native is not None else _native_live_buffers()
+            assert _native_live_buffers() == native, f"cycle {cycle}"
+
+    asyncio.run(main())
+
+
+def test_a_closed_model_refuses_to_run(manifest_path):
+    async def main():
+        model = await LanguageModel.load(manifest_path)
+        model.close()
+        model.close()
+        with pytest.raises(GPUError, match="the model is closed"):
+            await model.next_token_candidates([1, 2], 0, k=1)
+
+    asyncio.run(main())
+
+
+def test_long_generation_does_not_grow(manifest_path):
+    async def main():
+        model = await LanguageModel.load(manifest_path)
+        device = model.graph.device
+        chat = ChatSession(model)
+        generated, rounds = 0, []
+        while generated < GENERATED_TOKENS:
+            chat.reset()
+            await _reply(chat, "Go", model.max_context)
+            assert chat.stats["stop_reason"] in ("context_full", "eos"), chat.stats
+            generated += chat.stats["decode_tokens"]
+            if not rounds:
+                tracemalloc.start()
+            gc.collect()  # what is only garbage (wgpu's map promises are reference cycles) is not growth
+            rounds.append((generated, device.allocated_bytes, device.allocated_buffers, tracemalloc.get_traced_memory()[0]))
+        tracemalloc.stop()
+        model.close()
+        return rounds
+
+    rounds = asyncio.run(main())
+    assert rounds[-1][0] >= GENERATED_TOKENS and len(rounds) > 3
+    assert {r[1:3] for r in rounds} == {rounds[0][1:3]}, rounds
+    assert rounds[-1][3] - rounds[1][3] < HEAP_BOUND_BYTES, rounds
+
+
+def test_chat_to_the_full_context_stops_cleanly_and_the_next_chat_works(manifest_path):
+    async def main():
+        model = await LanguageModel.load(manifest_path)
+        chat = ChatSession(model)
+        replies = []
+        while not replies or chat.stats["stop_reason"] != "context_full":
+            replies.append(await _reply(chat, "Tell me more", model.max_context))
+            assert len(replies) < model.max_context
+        full = dict(chat.stats)
+        chat.reset()
+        after = await _reply(chat, "Hello again", 8)
+        stats = dict(chat.stats)
+        model.close()
+        return full, after, stats
+
+    full, after, stats = asyncio.run(main())
+    assert full["stop_reason"] == "context_full"
+    assert stats["stop_reason"] in ("max_tokens", "eos") and stats["decode_tokens"] >= 1
+    assert after or stats["stop_reason"] == "eos"
