@@ -18,18 +18,28 @@ Sources (`load()` happens inside the export; bad input raises `ExportError`):
       or ffn_dim_multiplier/multiple_of, head_dim, norm_eps, rope_theta, use_scaled_rope,
       rope_scale_factor, high_freq_factor, tied_embeddings). Seeded random weights.
   MetaCheckpointSource(checkpoint: PathLike, params_json: PathLike)
-  GGUFSource(path: PathLike)      -- llama.cpp GGUF, architecture `llama`; dequantized
+  GGUFSource(path: PathLike)      -- llama.cpp GGUF, architecture `llama`; exported
+                                     exactly by default (see below)
   HFSource(folder: PathLike)      -- LlamaForCausalLM: config.json, *.safetensors,
                                      tokenizer.json, tokenizer_config.json
 
-export_llama(source, out_path, *, max_seq_len, max_context_len, qmode="4w",
-             group_size=32, embedding_4bit=True, hqq_scales=True, force_fp16=False,
-             progress=False, verbose=False) -> ExportResult
+export_llama(source, out_path, *, max_seq_len, max_context_len, qmode=None,
+             group_size=None, embedding_4bit=None, hqq_scales=None, requantize=False,
+             force_fp16=False, progress=False, verbose=False) -> ExportResult
     Writes `out_path` (must end in .pte), `<stem>.json` (manifest) and, when the source
     has a tokenizer, `<stem>.tokenizer.json`. qmode: "4w" (et_vk.linear_q4gsw), "8da4w"
     (et_vk.linear_dq8ca_q4gsw) or "fp32"; embedding_4bit -> et_vk.embedding_q4gsw.
     hqq_scales: HQQ-chosen 4-bit scales (ExecuTorch's default; most of a large model's
     export time on CPU) or, if False, plain min/max scales.
+    Left out (None), they are "4w", 32, True, True.
+    A GGUF source is exported exactly unless requantize=True or one of qmode, group_size,
+    embedding_4bit, hqq_scales is given: its Q4_0/Q4_1/Q8_0/Q4_K/Q5_K/Q6_K matrices
+    become 4-bit planes plus per-group offsets (gguf_blocks, exact_modules) whose f32 sum
+    is bit for bit what `gguf.quants.dequantize` gives (checked per tensor at export);
+    its F32/F16/BF16 matrices stay fp32. The graph holds et_vk.linear_q4gsw and
+    aten.view_copy/aten.sum.dim_IntList/aten.linear/aten.add per linear, and
+    et_vk.embedding_q4gsw + aten.embedding/view_copy/add for the embedding. Any other
+    GGUF type raises ExportError naming the tensor and type.
     max_seq_len is ExecuTorch's: one forward call takes 1..max_seq_len-1 tokens.
     force_fp16: the Vulkan partitioner's option of that name: every float tensor float16,
     constants rounded to it (half their bytes). pywebgpu runs such programs with float32
@@ -49,8 +59,9 @@ EagerLlama: the same source-transformed, quantized eager module that was lowered
                                       program's; pywebgpu's kernels for CPU adapters
                                       keep f32 caches)
 
-build_eager(source, *, max_seq_len, max_context_len, qmode="4w", group_size=32,
-            embedding_4bit=True, hqq_scales=True, progress=False, verbose=False)
+build_eager(source, *, max_seq_len, max_context_len, qmode=None, group_size=None,
+            embedding_4bit=None, hqq_scales=None, requantize=False, progress=False,
+            verbose=False)
         -> EagerLlama
     The module export_llama would lower, without lowering it (seconds, not a minute).
 
@@ -64,7 +75,10 @@ pywebgpu.llm.manifest, whose parse_manifest checks what LanguageModel.load reads
           low_freq_factor, original_max_position_embeddings}), tied_embeddings,
           max_seq_len, max_prefill_tokens (= max_seq_len - 1), max_context_len}
   quantization: {mode, group_size (null for fp32), embedding (null or {bits, group_size}),
-                 scale_algorithm, float_dtype ("float32", or "float16" with force_fp16)}
+                 scale_algorithm, float_dtype ("float32", or "float16" with force_fp16)};
+                 an exact GGUF export: {mode "gguf", exact true, gguf_types (type name ->
+                 tensor count in the file), group_size (one, or the sorted list of those
+                 used; null if none), float_dtype}
   tokenizer: null or {file, add_bos}; add_bos = encoding with the tokenizer (special
              tokens on) already puts BOS first, as HF tokenizer.json files do
   special_tokens: {bos: null or {id, text}, eos: [{id, text}, ...]}

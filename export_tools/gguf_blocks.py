@@ -7,7 +7,8 @@ A quantized GGUF weight W [N, K] becomes
 where each plane is `scales[n, k // group_size] * values[n, k]` with int values in
 -8..7 (what `et_vk.linear_q4gsw` and `et_vk.embedding_q4gsw` hold) and the offset is one
 f32 per (row, group). Summed in that order in f32, the parts give exactly the values
-`gguf.quants.dequantize` gives (checked per tensor by `exact_weight`):
+`gguf.quants.dequantize` gives, zeros up to their sign (checked per tensor by
+`exact_weight`):
 
 - Q4_0: d·(q−8).
 - Q4_1: d·q + m = d·(q−8) + (m + 8d).
@@ -179,7 +180,9 @@ def exact_weight(name: str, gguf_type: str, data: np.ndarray, shape: tuple[int, 
         None if offset is None else offset.reshape(rows, groups),
     )
     expected = np.asarray(reference, dtype=np.float32).reshape(rows, columns)
-    mismatched = int(np.count_nonzero(weight.dequantized().view(np.uint32) != expected.view(np.uint32)))
+    # Equal as f32 values, bit for bit but for the sign of zero: llama.cpp's d·0 is -0
+    # where d < 0, a sum of planes x + (-x) is +0, which no sum or product tells apart.
+    mismatched = int(np.count_nonzero(weight.dequantized() != expected))
     if mismatched:
         raise ExportError(f"GGUF tensor '{name}' ({gguf_type}): {mismatched} weight(s) do not split exactly into 4-bit planes")
     return weight

@@ -613,6 +613,8 @@ def test_cli_help():
     run = subprocess.run([sys.executable, "-m", "export_tools", "random", "--help"], cwd=REPO, capture_output=True, text=True)
     for option in ("--max-seq-len", "--max-context-len", "--qmode", "--group-size", "--no-embedding-4bit", "--force-fp16", "--preset"):
         assert option in run.stdout
+    run = subprocess.run([sys.executable, "-m", "export_tools", "gguf", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert "--requantize" in run.stdout
 
 
 def test_cli_passes_options_to_export(tmp_path, monkeypatch, capsys, tiny_4w):

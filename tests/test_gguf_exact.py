@@ -1,9 +1,7 @@
 """The exact GGUF export: every weight of the `.pte` is llama.cpp's value, bit for bit.
 
-Two small GGUFs cover every supported type (random weights, several groups per row, an LM
-head of 300 rows): one of the classic types (Q4_0, Q4_1, Q8_0, tied Q8_0 embedding) and
-one K-quant mix like a `_M` file (Q4_K, Q5_K, Q6_K, an F16 matrix, a separate Q6_K LM
-head). Each is exported once per session. The `.pte`'s weights are rebuilt here from its
+The two small GGUFs of gguf_exact_fixtures cover every supported type, each exported
+once per session. The `.pte`'s weights are rebuilt here from its
 constants alone (the Vulkan delegate's packing, read with `pywebgpu.pte`) and compared
 with `gguf.quants.dequantize` of the file; the eager module's logits with an fp32 Llama
 on those dequantized weights.
@@ -17,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from export_tools import ExportError, GGUFSource, build_eager, export_llama
+from export_tools import ExportError, GGUFSource, build_eager
+from gguf_exact_fixtures import MAX_CONTEXT_LEN, MAX_SEQ_LEN, MODELS, exact_gguf_export
 from gguf_files import write_typed_gguf
 from test_export_tools import (
     CONTINUATION,
@@ -27,47 +26,17 @@ from test_export_tools import (
     random_meta_weights,
     reference_logits,
     rotate_interleaved,
+    vulkan_op_names,
 )
 
-MAX_SEQ_LEN = 8
-MAX_CONTEXT_LEN = 32
-BASE = dict(n_layers=2, theta=10000.0, eps=1e-5, vocab=300)
-MODELS = {
-    "classic": (
-        {**BASE, "dim": 96, "n_heads": 6, "n_kv_heads": 2, "head_dim": 16, "ffn_dim": 160},
-        {
-            "default": "Q4_1",
-            "tok_embeddings.weight": "Q8_0",
-            "layers.0.attention.wq.weight": "Q4_0",
-            "layers.0.attention.wk.weight": "Q8_0",
-            "layers.0.feed_forward.w1.weight": "Q4_0",
-            "layers.0.feed_forward.w2.weight": "Q8_0",
-        },
-        None,
-    ),
-    "k_quants": (
-        {**BASE, "dim": 256, "n_heads": 4, "n_kv_heads": 2, "head_dim": 64, "ffn_dim": 512},
-        {
-            "default": "Q4_K",
-            "layers.0.attention.wv.weight": "Q6_K",
-            "layers.0.attention.wo.weight": "F16",
-            "layers.0.feed_forward.w2.weight": "Q6_K",
-            "layers.1.attention.wv.weight": "Q5_K",
-            "layers.1.feed_forward.w1.weight": "Q5_K",
-        },
-        "Q6_K",
-    ),
-}
-
-
 @pytest.fixture(scope="session", params=sorted(MODELS))
-def exact_export(request, tmp_path_factory):
-    geometry, types, output_type = MODELS[request.param]
-    folder = tmp_path_factory.mktemp(f"gguf_exact_{request.param}")
-    weights = random_meta_weights(geometry, seed=5)
-    seen = write_typed_gguf(folder / "model.gguf", geometry, weights, types, seed=6, output_type=output_type)
-    result = export_llama(GGUFSource(folder / "model.gguf"), folder / "out" / "model.pte", max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_CONTEXT_LEN)
-    return result, seen, geometry, folder / "model.gguf"
+def model_name(request):
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def exact_export(model_name, tmp_path_factory):
+    return exact_gguf_export(str(tmp_path_factory.getbasetemp()), model_name)
 
 
 # --------------------------------------------------------------------------- the .pte's weights
@@ -161,7 +130,9 @@ def test_every_pte_weight_is_the_gguf_value(exact_export):
         matches = [
             index
             for index, reference in enumerate(expected[kind])
-            if reference.shape == weight.shape and np.array_equal(reference.view(np.uint32), weight.view(np.uint32))
+            # Equal f32 values: bit for bit but for the sign of zeros (llama.cpp's d·0 is
+            # -0 where d < 0, a sum of planes +0).
+            if reference.shape == weight.shape and np.isfinite(weight).all() and np.array_equal(reference, weight)
         ]
         assert matches, f"a {kind} weight {weight.shape} of the .pte is no GGUF tensor's value"
         expected[kind].pop(matches[0])
@@ -170,8 +141,6 @@ def test_every_pte_weight_is_the_gguf_value(exact_export):
 
 def test_exact_graph_ops_and_manifest(exact_export):
     import gguf
-
-    from test_export_tools import vulkan_op_names
 
     result, _, _, gguf_path = exact_export
     ops = vulkan_op_names(result.pte_path)
@@ -206,3 +175,4 @@ def test_unsupported_gguf_type_is_refused_by_name(tmp_path):
     message = str(error.value)
     for part in ("'blk.1.attn_q.weight'", "type Q5_0", "Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K", "--requantize"):
         assert part in message, message
+
