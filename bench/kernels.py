@@ -4,6 +4,7 @@ Vulkan partitioner), loaded with `pywebgpu.runtime.load` and timed as repeated
 `graph.submit` calls, natively on wgpu-native's best adapter.
 
     .venv/bin/python -m bench.kernels [--kernel-set cpu|gpu] [--filter NAME[,NAME...]] [--upgraded] [--list]
+    .venv/bin/python -m bench.kernels --exact-pairs [--kernel-set cpu|gpu] [--filter ...]   # exact vs plain linears
 
 Only public APIs run the op, so the table keeps working however the kernels behind an op
 are arranged. Each case loads as many copies of its program as its constants need to
@@ -122,13 +123,40 @@ def _attention_inputs(g: dict, rows: int, position: int):
     )
 
 
-def _linear_case(name: str, k: int, n: int, rows: int) -> Case:
-    return Case(name, lambda: _linear_4w(k, n), lambda: (_random(1, rows, k),))
+def _exact_linear(k: int, n: int):
+    """A k → n linear as the exporter writes an exact GGUF Q4_1 one: the symmetric 4-bit
+    linear plus its offset term, linear(groupsum(x), C), which the runtime fuses into it."""
+    import torch
+    import torchao.quantization.quant_primitives  # noqa: F401  (registers torchao.dequantize_affine)
+
+    import executorch.backends.vulkan.custom_ops_lib  # noqa: F401  (registers et_vk ops)
+
+    class ExactLinear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(0)
+            groups = k // GROUP_SIZE
+            self.register_buffer("q", torch.randint(-8, 8, (n, k), dtype=torch.int8, generator=g))
+            self.register_buffer("s", torch.rand(n, groups, generator=g) * 0.01)
+            self.register_buffer("z", torch.zeros(n, groups, dtype=torch.int8))
+            self.register_buffer("c", torch.randn(n, groups, generator=g) * 0.01)
+
+        def forward(self, x):
+            weight = torch.ops.torchao.dequantize_affine(self.q, [1, GROUP_SIZE], self.s, self.z, torch.int8, -8, 7)
+            sums = x.view(*x.shape[:-1], k // GROUP_SIZE, GROUP_SIZE).sum(-1)
+            return torch.nn.functional.linear(x, weight) + torch.nn.functional.linear(sums, self.c)
+
+    return ExactLinear()
+
+
+def _linear_case(name: str, k: int, n: int, rows: int, exact: bool = False) -> Case:
+    return Case(name, lambda: (_exact_linear if exact else _linear_4w)(k, n), lambda: (_random(1, rows, k),))
 
 
 def cases() -> list[Case]:
     """The table: per model its decode linears (one row; q/k/v and gate/up as the runtime
-    fuses them, one linear of their summed outputs), its prefill linears, attention after
+    fuses them, one linear of their summed outputs), its prefill linears (each also as an
+    exact GGUF Q4_1 linear: with offsets), attention after
     a few numbers of cached keys and over a prefill, and RMSNorm."""
     table = []
     for model, g in MODELS.items():
@@ -141,9 +169,11 @@ def cases() -> list[Case]:
         }
         for op, (k, n) in {**linears, "lm_head": (dim, g["vocab"])}.items():
             table.append(_linear_case(f"{model}/decode/linear-{op}", k, n, 1))
+            table.append(_linear_case(f"{model}/decode/linear-exact-{op}", k, n, 1, exact=True))
         for rows in PREFILL_ROWS:
             for op, (k, n) in linears.items():
                 table.append(_linear_case(f"{model}/prefill-{rows}/linear-{op}", k, n, rows))
+                table.append(_linear_case(f"{model}/prefill-{rows}/linear-exact-{op}", k, n, rows, exact=True))
         for keys in DECODE_KEYS:
             table.append(
                 Case(
@@ -246,6 +276,43 @@ async def time_case(device, case: Case, kernel_set: str | None, rounds: int, upg
     return result
 
 
+async def time_pair(device, plain: Case, exact: Case, kernel_set: str | None, rounds: int) -> dict:
+    """A linear and its exact twin (linear-exact-*), as many copies each, timed in
+    alternating rounds so that a shared machine's load falls on both alike."""
+    loaded = []
+    for case in (plain, exact):
+        data, example = export(case)
+        loaded.append((host_tensors(example), [await _load(device, data, kernel_set, False) for _ in range(MAX_COPIES)]))
+    for inputs, graphs in loaded:
+        await _batch_seconds(device, graphs, inputs, 1)  # untimed: first-run costs
+    once = max([await _batch_seconds(device, graphs, inputs, 1) for inputs, graphs in loaded])
+    runs = max(1, min(100, round(ROUND_SECONDS / max(once, 1e-6))))
+    per_run = ([], [])
+    for _ in range(rounds):
+        for times, (inputs, graphs) in zip(per_run, loaded):
+            times.append(await _batch_seconds(device, graphs, inputs, runs) / (runs * MAX_COPIES) * 1e6)
+    plain_us, exact_us = (statistics.median(times) for times in per_run)
+    return {"case": plain.name, "kernel_set": loaded[0][1][0].kernel_set, "plain_us": plain_us, "exact_us": exact_us,
+            "ratio": exact_us / plain_us, "rounds_us": per_run}
+
+
+async def run_pairs(selected: list[Case], kernel_set: str | None, rounds: int) -> dict:
+    from pywebgpu.gpu import request_device
+
+    device = await request_device()
+    print(device.adapter.description, flush=True)
+    by_name = {case.name: case for case in cases()}
+    results = []
+    for case in selected:
+        if "/linear-" not in case.name or "/linear-exact-" in case.name:
+            continue
+        result = await time_pair(device, case, by_name[case.name.replace("/linear-", "/linear-exact-")], kernel_set, rounds)
+        results.append(result)
+        print(f"{case.name:34} {result['kernel_set']}  {result['plain_us']:10.1f} µs, exact {result['exact_us']:10.1f} µs: "
+              f"{result['ratio']:.3f}x", flush=True)
+    return {"adapter": device.adapter.description, "backend": device.adapter.backend, "results": results}
+
+
 async def run(selected: list[Case], kernel_set: str | None, rounds: int, upgraded: bool) -> dict:
     from pywebgpu.gpu import request_device
 
@@ -269,6 +336,7 @@ def main(argv=None) -> int:
     parser.add_argument("--filter", help="comma-separated parts of case names; runs the cases whose name holds one (default: all)")
     parser.add_argument("--upgraded", action="store_true", help="build the graphs' upgrades first: the kernels a model in the browser runs after its first reply")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per case (default 5)")
+    parser.add_argument("--exact-pairs", action="store_true", help="time each selected linear against its exact twin (linear-exact-*) in alternating rounds")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
     parser.add_argument("--out", type=Path, help="also write the results here as JSON")
     args = parser.parse_args(argv)
@@ -282,7 +350,10 @@ def main(argv=None) -> int:
         return 0 if table else 1
     os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # lavapipe warns without it
     logging.disable(logging.INFO)  # the exporter's notes on each case's partition
-    report = asyncio.run(run(table, args.kernel_set, args.rounds, args.upgraded))
+    if args.exact_pairs:
+        report = asyncio.run(run_pairs(table, args.kernel_set, args.rounds))
+    else:
+        report = asyncio.run(run(table, args.kernel_set, args.rounds, args.upgraded))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n")
