@@ -142,7 +142,8 @@ def parse(data: bytes) -> str:
 
 
 async def build(device, data: bytes) -> str:
-    """'built', or the typed error's class name; raises anything else load raises."""
+    """'built', or which typed error (PteError, OpError, GPUError) load raised; raises
+    anything else load raises."""
     from pywebgpu.gpu import GPUError
     from pywebgpu.ops.registry import OpError
     from pywebgpu.pte import PteError
@@ -153,7 +154,7 @@ async def build(device, data: bytes) -> str:
     except (PteError, OpError, GPUError) as error:
         if not str(error):
             raise AssertionError(f"{type(error).__name__} without a message") from error
-        return type(error).__name__
+        return next(kind for kind in (PteError, OpError, GPUError) if isinstance(error, kind)).__name__
     await device.synchronize()
     return "built"
 
