@@ -57,10 +57,11 @@ def hf_tokenizer(manifest_path: Path):
     return Tokenizer.from_file(str(manifest_path.with_name(manifest["tokenizer"]["file"])))
 
 
-def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0, system: str | None = None):
+def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, penalty: float = 1.0, system: str | None = None, model=None):
     """The reply to a one-question chat (after a `system` turn, if any; else the
     template's default one): ChatML prompt through Jinja and HF tokenizers
-    (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch, each
+    (independent of pywebgpu's template and tokenizer), decoded by eager PyTorch (the
+    EagerLlama `model`; the bundled model's by default), each
     token `choose(logits)`'s (token, margin) after a repetition `penalty` on the last
     PENALIZED_MAX tokens fed, up to EOS or `max_tokens` tokens, as ChatSession.send
     counts them. Returns (tokens, margins, HF tokenizers' decode)."""
@@ -74,7 +75,7 @@ def eager_reply(manifest_path: Path, question: str, max_tokens: int, choose, pen
     )
     ids = tokenizer.encode(prompt, add_special_tokens=False).ids
     eos = {token["id"] for token in manifest["special_tokens"]["eos"]}
-    model = _eager()
+    model = model or _eager()
     model.reset()
     position, reply, margins = 0, [], []
     for start in range(0, len(ids), model.max_prefill_tokens):
@@ -104,10 +105,16 @@ def user_turn_rest(manifest_path: Path, question: str) -> list[int]:
 
 
 @functools.lru_cache(maxsize=None)
-def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int, system: str | None = None) -> str:
+def eager_greedy_reply(manifest_path: Path, question: str, max_tokens: int, system: str | None = None, model=None) -> str:
     """The greedy reply (eager_reply's text)."""
-    reply, _, decode = eager_reply(manifest_path, question, max_tokens, lambda logits: (int(logits.argmax()), 1.0), system=system)
-    return decode(reply)
+    return eager_greedy_tokens(manifest_path, question, max_tokens, system, model)[1]
+
+
+@functools.lru_cache(maxsize=None)
+def eager_greedy_tokens(manifest_path: Path, question: str, max_tokens: int, system: str | None = None, model=None):
+    """The greedy reply's tokens and text."""
+    reply, _, decode = eager_reply(manifest_path, question, max_tokens, lambda logits: (int(logits.argmax()), 1.0), system=system, model=model)
+    return reply, decode(reply)
 
 
 # --- the page ------------------------------------------------------------------------------
@@ -200,6 +207,63 @@ def test_new_chat_with_a_system_prompt_matches_eager_pytorch(chat_page, bundled_
     chat_page.eval_on_selector("#system-prompt", set_system_prompt, "")  # the default again, from the next new chat
 
 
+# Text that a page setting it as HTML would turn into elements (running their code, which
+# sets window.pwned) or that a markdown renderer would format.
+UNSAFE_TEXT = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script> **bold** [link](javascript:window.pwned=3) `code` <b>b</b>'
+# Elements that text set as HTML or rendered as markdown would make in the conversation.
+MADE_ELEMENTS = "document.querySelectorAll('#messages img, #messages script, #messages a, #messages b, #messages strong, #messages code').length"
+# In the chat worker: each streamed piece of a reply gets `text` in front (a fake reply).
+PREFIX_TOKENS = """(text) => {
+    const post = self.postMessage;
+    self.postMessage = function (message, ...rest) {
+        post.call(self, message?.type === "token" ? { ...message, text: text + message.text } : message, ...rest);
+    };
+    self.restorePostMessage = () => { self.postMessage = post; };
+}"""
+
+
+def chat_worker(page):
+    [worker] = [w for w in page.workers if w.url.endswith("/chat-worker.mjs")]
+    return worker
+
+
+def test_user_text_and_model_text_are_never_html(chat_page, bundled_model):
+    """The question and a reply (the model's own, each piece with the text in front) are
+    shown as the characters they are."""
+    question = f"Repeat this: {UNSAFE_TEXT}"
+    chat_page.click("#new-chat")
+    worker = chat_worker(chat_page)
+    worker.evaluate(PREFIX_TOKENS, UNSAFE_TEXT)
+    try:
+        text, state, numbers = ask(chat_page, question)
+    finally:
+        worker.evaluate("self.restorePostMessage()")
+    assert state == "done"
+    assert chat_page.locator("#messages .user .body").last.text_content() == question
+    pieces = text.split(UNSAFE_TEXT)
+    assert pieces[0] == "" and len(pieces) > 1
+    assert "".join(pieces) == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+    assert chat_page.evaluate(MADE_ELEMENTS) == 0
+    assert chat_page.evaluate("window.pwned") is None
+
+
+def test_system_prompt_is_never_html(chat_page, bundled_model):
+    """The system prompt reaches the model as its characters: the reply is eager PyTorch's
+    after that system turn; nothing of it becomes an element."""
+    question = "Hi!"
+    set_system_prompt = "(e, value) => { e.value = value; e.dispatchEvent(new Event('input')); }"
+    chat_page.eval_on_selector("#system-prompt", set_system_prompt, UNSAFE_TEXT)
+    chat_page.click("#new-chat")
+    try:
+        text, state, _ = ask(chat_page, question)
+    finally:
+        chat_page.eval_on_selector("#system-prompt", set_system_prompt, "")
+    assert state == "done"
+    assert text == eager_greedy_reply(bundled_model, question, MAX_TOKENS, UNSAFE_TEXT)
+    assert chat_page.evaluate(MADE_ELEMENTS) == 0
+    assert chat_page.evaluate("window.pwned") is None
+
+
 def test_stop_halts_the_stream(chat_page):
     chat_page.click("#new-chat")
     assert chat_page.locator("#messages .message").count() == 0
@@ -230,7 +294,7 @@ def test_stop_halts_the_stream(chat_page):
 
 def test_reload_uses_the_cached_model(chat_page):
     """The cached copy is used, checked chunk by chunk by the hashing Worker (the bundled
-    manifest has chunk sha256s)."""
+    manifest has chunk sha256s); the load's stages are all shown done."""
     pte_requests, hasher_responses = [], []
     chat_page.on("request", lambda request: ".pte" in request.url and pte_requests.append(request.url))
     chat_page.on("response", lambda response: "chunk-hasher" in response.url and hasher_responses.append(response.status))
@@ -240,6 +304,8 @@ def test_reload_uses_the_cached_model(chat_page):
     assert hasher_responses == [200]
     assert chat_page.get_attribute("#progress", "data-from-cache") == "1"
     assert chat_page.is_hidden("#progress")
+    states = chat_page.eval_on_selector_all("#load-stages li", "items => items.map((i) => [i.dataset.stage, i.dataset.state])")
+    assert states == [["download", "done"], ["program", "done"], ["build", "done"], ["warm-up", "done"]]
 
 
 def test_damaged_cached_model_is_dropped(chat_page):

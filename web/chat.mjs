@@ -1,18 +1,18 @@
-// The chat page: checks WebGPU, fetches and verifies the model files (Cache API), hands
-// the .pte to Python in a Web Worker (chat-worker.mjs) and streams its replies.
-// Model output is only ever set as text (Text nodes / textContent), never as HTML.
-import { DamagedModelError, DownloadError, fetchManifest, loadModelFile } from "./model-files.mjs";
+// The chat page: checks WebGPU, lets the reader pick the model (model-picker.mjs), fetches
+// or reads and verifies its files (model-files.mjs, Cache API), hands the .pte to Python
+// in a Web Worker (chat-worker.mjs) and streams its replies.
+// Model output, user text and file names are only ever set as text (Text nodes /
+// textContent), never as HTML.
+import * as loader from "./load-view.mjs";
+import { DamagedModelError, DownloadError, LOCAL_FILES, loadModelFile, readLocalModelFile } from "./model-files.mjs";
+import { adapterLimits, formatBytes, requestAdapter } from "./model-fit.mjs";
+import { BUNDLED_MANIFEST, choiceFromUrl, initPicker } from "./model-picker.mjs";
+import { showStats } from "./reply-stats.mjs";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   app: document.querySelector(".app"),
   modelName: $("model-name"),
-  loader: $("loader"),
-  loaderTitle: document.querySelector("#loader h2"),
-  status: $("status"),
-  progress: $("progress"),
-  progressBar: document.querySelector("#progress .bar"),
-  progressLabel: document.querySelector("#progress .progress-label"),
   conversation: $("conversation"),
   messages: $("messages"),
   empty: $("empty"),
@@ -21,6 +21,9 @@ const ui = {
   send: $("send"),
   stop: $("stop"),
   newChat: $("new-chat"),
+  notice: $("notice"),
+  noticeText: $("notice-text"),
+  reloadModel: $("reload-model"),
   stats: $("stats"),
   settings: $("settings"),
   settingsToggle: $("settings-toggle"),
@@ -31,50 +34,34 @@ const ui = {
   maxTokens: $("max-tokens"),
 };
 
-const DEFAULT_MANIFEST = "models/smollm2-135m-instruct-4w.json";
-
-// ?model=… picks another manifest (same origin only); ?max_tokens=… presets the reply length.
+// ?model=… opens another manifest (same origin only); ?pick opens the model picker and
+// loads nothing; ?max_tokens=… presets the reply length.
 const params = new URLSearchParams(location.search);
-const manifestUrl = new URL(params.get("model") ?? DEFAULT_MANIFEST, location.href);
 if (params.has("max_tokens")) ui.maxTokens.value = params.get("max_tokens");
-
-// --- formatting ----------------------------------------------------------------------
-
-function formatBytes(n) {
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
-  if (n < 1024 * 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`;
-  return `${(n / (1024 * 1024 * 1024)).toFixed(2)} GB`;
-}
-
-function formatSeconds(s) {
-  return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
-}
 
 // --- page state ------------------------------------------------------------------------
 
-// phase: loading → ready ⇄ streaming; failed is final (reload to recover).
+// phase: loading → ready ⇄ streaming; failed (the load failed) and lost (the GPU device
+// was lost) last until another load.
 let phase = "loading";
 let worker = null;
+let limits = null; // the adapter's (model-fit.mjs's adapterLimits)
+let loaded = null; // the model choice being loaded or loaded (model-picker.mjs)
+let loadAbort = null; // aborts the load in progress when another starts
 let turn = null; // the reply being streamed: {id, element, text (Text node), pieces}
 let nextTurnId = 1;
 let chatHasTurns = false;
 let sessionSystemPrompt = "";
 let resetWhenIdle = false;
 let modelName = "the model";
-
-function setStatus(text, state = "busy") {
-  ui.status.textContent = text;
-  ui.status.dataset.state = state;
-  ui.loader.hidden = state === "ok";
-  ui.loader.dataset.state = state;
-  ui.loaderTitle.textContent = state === "error" ? "The chat cannot run" : "Getting the model ready";
-}
+let picker = null;
 
 function updateControls() {
   const ready = phase === "ready";
   const streaming = phase === "streaming";
   ui.prompt.disabled = !(ready || streaming);
-  ui.prompt.placeholder = phase === "failed" ? "The model is not available" : phase === "loading" ? "Loading the model…" : `Message ${modelName}…`;
+  const placeholders = { failed: "The model is not available", lost: "The model needs reloading", loading: "Loading the model…" };
+  ui.prompt.placeholder = placeholders[phase] ?? `Message ${modelName}…`;
   ui.send.disabled = !ready || !ui.prompt.value.trim();
   ui.send.hidden = streaming;
   ui.stop.hidden = !streaming;
@@ -87,9 +74,21 @@ function updateControls() {
 function fail(message) {
   if (phase === "failed") return; // the first error is the one that explains the others
   phase = "failed";
-  setStatus(message, "error");
-  ui.progress.hidden = true;
+  loader.setStatus(message, "error");
+  loader.hideProgress();
   if (turn) finishTurn("error", message);
+  updateControls();
+}
+
+// The GPU device is gone: the reply ends with `message`, the conversation stays on the
+// page, and the model can be loaded again (a new worker, a new device).
+function lose(message) {
+  if (phase === "lost" || phase === "failed") return;
+  if (phase === "loading") return fail(message);
+  phase = "lost";
+  if (turn) finishTurn("error", message);
+  ui.noticeText.textContent = message;
+  ui.notice.hidden = false;
   updateControls();
 }
 
@@ -123,30 +122,6 @@ function finishTurn(state, errorMessage) {
     body.after(note);
   }
   turn = null;
-}
-
-function showStats(stats, element) {
-  const parts = [];
-  if (stats.time_to_first_token_s != null) parts.push(`first token ${formatSeconds(stats.time_to_first_token_s)}`);
-  if (stats.decode_tokens_per_s != null) parts.push(`${stats.decode_tokens_per_s.toFixed(1)} tokens/s`);
-  parts.push(`${stats.decode_tokens} tokens`);
-  parts.push(`prompt ${stats.prompt_tokens} tokens (${stats.prefilled_tokens} new)`);
-  const reasons = { eos: "", max_tokens: "reply length limit", cancelled: "stopped", context_full: "the conversation fills the model's context: start a new chat", stop_string: "" };
-  if (reasons[stats.stop_reason]) parts.push(reasons[stats.stop_reason]);
-  ui.stats.textContent = parts.join(" · ");
-  // Stable hooks for tests and tools.
-  Object.assign(ui.stats.dataset, {
-    promptTokens: stats.prompt_tokens,
-    prefilledTokens: stats.prefilled_tokens,
-    decodeTokens: stats.decode_tokens,
-    ttftS: stats.time_to_first_token_s ?? "",
-    tokensPerS: stats.decode_tokens_per_s ?? "",
-    stopReason: stats.stop_reason,
-  });
-  const meta = document.createElement("footer");
-  meta.className = "meta";
-  meta.textContent = parts.slice(0, 3).join(" · ");
-  element.append(meta);
 }
 
 // --- talking to the worker ---------------------------------------------------------------
@@ -203,7 +178,7 @@ function newChat() {
 const ERROR_TEXT = {
   boot: (m) => m,
   "model-file": (m) => `The model could not be loaded: ${m}. Reload the page to download it again.`,
-  "device-lost": (m) => `The GPU stopped working for this page (${m}). This happens when the graphics driver restarts or the GPU runs out of memory. Reload the page to start again.`,
+  "device-lost": (m) => `The GPU stopped working for this page (${m}). This happens when the graphics driver restarts or the GPU runs out of memory. Reload the model to go on.`,
   gpu: (m) => `The GPU could not run the model: ${m}`,
   internal: (m) => `Something went wrong: ${m}`,
 };
@@ -213,10 +188,14 @@ function onWorkerMessage({ data }) {
     case "status":
       if (phase === "loading") workerStatus(data.text);
       return;
+    case "stage":
+      loader.enterStage(data.name);
+      return;
     case "ready":
       phase = "ready";
+      loader.enterStage(null);
       document.body.dataset.ready = "1";
-      setStatus(`Ready: loaded in ${data.loadSeconds.toFixed(1)} s on ${data.adapter}.`, "ok");
+      loader.setStatus(`Ready: loaded in ${data.loadSeconds.toFixed(1)} s on ${data.adapter}.`, "ok");
       ui.stats.textContent = `Model ready on ${data.adapter} (loaded in ${data.loadSeconds.toFixed(1)} s)`;
       updateControls();
       ui.prompt.focus();
@@ -232,7 +211,7 @@ function onWorkerMessage({ data }) {
       if (!turn || data.id !== turn.id) return;
       const element = turn.element;
       finishTurn(data.stats.stop_reason === "cancelled" ? "stopped" : "done");
-      showStats(data.stats, element);
+      showStats(ui.stats, data.stats, element);
       phase = "ready";
       if (resetWhenIdle) {
         resetWhenIdle = false;
@@ -245,7 +224,8 @@ function onWorkerMessage({ data }) {
     case "error": {
       const message = (ERROR_TEXT[data.kind] ?? ERROR_TEXT.internal)(data.message);
       // An error in one reply leaves the model usable, unless the GPU itself is gone.
-      if (turn && data.id === turn.id && data.kind !== "device-lost") {
+      if (data.kind === "device-lost") return lose(message);
+      if (turn && data.id === turn.id) {
         finishTurn("error", message);
         phase = "ready";
         updateControls();
@@ -262,92 +242,110 @@ let downloading = true;
 let lastWorkerStatus = "Starting Python…";
 function workerStatus(text) {
   lastWorkerStatus = text;
-  if (!downloading) setStatus(text);
+  if (!downloading) loader.setStatus(text);
 }
 
 // --- start-up ----------------------------------------------------------------------------
 
-async function checkWebGPU(manifest) {
-  if (!navigator.gpu) {
-    throw new Error(
-      "This browser does not offer WebGPU (navigator.gpu is missing), which the model needs to run on your GPU. " +
-        "Use a recent Chrome, Edge or Safari, or turn WebGPU on in your browser's settings; the page must come from localhost or https.",
-    );
-  }
-  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (!adapter) {
-    throw new Error(
-      "This browser supports WebGPU but found no usable GPU (it may be blocklisted, or hardware acceleration is off). " +
-        "Check chrome://gpu or your browser's settings.",
-    );
-  }
-  if (manifest) {
-    // The packed embedding (also the tied output layer) is the largest single buffer.
-    const { vocab_size: vocab, dim } = manifest.model;
-    const needed = manifest.quantization?.embedding ? (vocab * dim) / 2 : vocab * dim * 4;
-    const allowed = Math.min(adapter.limits.maxBufferSize, adapter.limits.maxStorageBufferBindingSize);
-    if (allowed < needed) {
-      throw new Error(
-        `This GPU is too small for the model: it allows buffers of at most ${formatBytes(allowed)}, and the model needs one of ${formatBytes(needed)}.`,
-      );
-    }
-  }
-  return adapter;
+// The conversation and its controls as before any model.
+function clearConversation() {
+  turn = null;
+  resetWhenIdle = false;
+  chatHasTurns = false;
+  ui.messages.replaceChildren();
+  ui.stats.textContent = "";
+  for (const key of Object.keys(ui.stats.dataset)) delete ui.stats.dataset[key];
+  ui.notice.hidden = true;
+  delete document.body.dataset.ready;
 }
 
-function showProgress(done, total) {
-  const percent = total ? Math.floor((done / total) * 100) : 0;
-  ui.progress.hidden = false;
-  ui.progress.dataset.state = "downloading";
-  ui.progress.dataset.bytes = done;
-  ui.progress.dataset.total = total;
-  ui.progressBar.style.width = `${percent}%`;
-  ui.progressLabel.textContent = `${formatBytes(done)} of ${formatBytes(total)} · ${percent}%`;
+// Loads `choice` in a new worker (the one before, and its GPU device, go): refused before
+// anything is downloaded when it cannot fit the adapter.
+async function loadModel(choice) {
+  loadAbort?.abort();
+  const abort = (loadAbort = new AbortController());
+  worker?.terminate();
+  worker = null;
+  clearConversation();
+  phase = "loading";
+  loaded = choice;
+  modelName = choice.name;
+  updateControls();
+  loader.showFacts(choice, limits);
+  if (choice.problem) return fail(choice.problem);
+  const { manifest } = choice;
+  const bits = manifest.quantization?.mode === "fp32" ? "fp32" : "4-bit";
+  ui.modelName.textContent = `${modelName} · ${formatBytes(manifest.pte.bytes)} · ${bits} · WebGPU`;
+  loader.resetStages(choice.source === "local");
+  loader.enterStage("download");
+
+  // Python starts in the worker while the page downloads: both take seconds.
+  const started = new Worker(new URL("./chat-worker.mjs", import.meta.url), { type: "module" });
+  worker = started;
+  started.onmessage = (event) => worker === started && onWorkerMessage(event);
+  started.onerror = (event) => worker === started && fail(`The chat worker failed: ${event.message ?? "unknown error"}`);
+  downloading = true;
+  lastWorkerStatus = "Starting Python…";
+
+  let file;
+  try {
+    if (choice.source === "local") {
+      loader.setStatus(`Reading ${choice.pteFile.name}…`);
+      file = { buffer: await readLocalModelFile(choice.pteFile, manifest, { onProgress: loader.showProgress }), fromCache: false };
+    } else {
+      const options = { name: modelName, signal: abort.signal, onProgress: loader.showProgress, onStatus: (text) => loader.setStatus(text) };
+      file = await loadModelFile(choice.manifestUrl, manifest, options);
+    }
+  } catch (error) {
+    if (abort.signal.aborted) return; // another load took over
+    fail(error instanceof DamagedModelError || error instanceof DownloadError ? error.message : `The model could not be loaded: ${error.message}`);
+    started.terminate();
+    return;
+  }
+  if (abort.signal.aborted) return;
+  loader.progressDone(file.fromCache);
+  if (!file.fromCache) picker.refreshCached();
+  downloading = false;
+  loader.setStatus(lastWorkerStatus);
+  sessionSystemPrompt = ui.systemPrompt.value;
+  const load = { type: "load", manifestUrl: choice.manifestUrl, pte: file.buffer, systemPrompt: sessionSystemPrompt };
+  if (choice.source === "local") {
+    // The worker answers Python's fetches of these two from the Files (chat-worker.mjs).
+    load.manifestUrl = LOCAL_FILES + encodeURIComponent(choice.manifestFile.name);
+    load.localFiles = { [choice.manifestFile.name]: choice.manifestFile, [choice.manifest.tokenizer.file]: choice.tokenizerFile };
+  }
+  // Transferred, not copied: the page keeps no second copy of the weights.
+  started.postMessage(load, [file.buffer]);
 }
 
 async function start() {
   updateControls();
-  if (manifestUrl.origin !== location.origin) {
-    fail("The ?model= parameter must name a manifest on this site.");
-    return;
-  }
-  let manifest;
+  let adapter;
   try {
-    setStatus("Checking WebGPU…");
-    await checkWebGPU();
-    setStatus("Downloading the model's manifest…");
-    manifest = await fetchManifest(manifestUrl.href);
-    await checkWebGPU(manifest);
+    loader.setStatus("Checking WebGPU…");
+    adapter = await requestAdapter();
   } catch (error) {
     fail(error.message);
     return;
   }
-  // "SmolLM2-135M-Instruct.Q4_1.gguf" → "SmolLM2-135M-Instruct"; else the .pte name.
-  modelName = (manifest.source?.file ?? manifest.pte.file).split(".")[0];
-  const bits = manifest.quantization?.mode === "fp32" ? "fp32" : "4-bit";
-  ui.modelName.textContent = `${modelName} · ${formatBytes(manifest.pte.bytes)} · ${bits} · WebGPU`;
-
-  // Python starts in the worker while the page downloads: both take seconds.
-  worker = new Worker(new URL("./chat-worker.mjs", import.meta.url), { type: "module" });
-  worker.onmessage = onWorkerMessage;
-  worker.onerror = (event) => fail(`The chat worker failed: ${event.message ?? "unknown error"}`);
-
-  let file;
-  try {
-    file = await loadModelFile(manifestUrl.href, manifest, { onProgress: showProgress, onStatus: (text) => setStatus(text) });
-  } catch (error) {
-    fail(error instanceof DamagedModelError || error instanceof DownloadError ? error.message : `The model could not be loaded: ${error.message}`);
-    worker.terminate();
+  limits = adapterLimits(adapter);
+  picker = initPicker({ limits, onLoad: loadModel });
+  loader.onPickAnother(picker.open);
+  ui.reloadModel.addEventListener("click", () => loadModel(loaded));
+  if (params.has("pick")) {
+    loader.setStatus("Choose a model: the bundled one, a manifest URL or your own files.", "idle");
+    picker.open();
     return;
   }
-  ui.progress.dataset.state = file.fromCache ? "cached" : "done";
-  ui.progress.dataset.fromCache = file.fromCache ? "1" : "0";
-  if (file.fromCache) ui.progress.hidden = true;
-  downloading = false;
-  setStatus(lastWorkerStatus);
-  sessionSystemPrompt = ui.systemPrompt.value;
-  // Transferred, not copied: the page keeps no second copy of the weights.
-  worker.postMessage({ type: "load", manifestUrl: manifestUrl.href, pte: file.buffer, systemPrompt: sessionSystemPrompt }, [file.buffer]);
+  let choice;
+  try {
+    loader.setStatus("Downloading the model's manifest…");
+    choice = await choiceFromUrl(params.get("model") ?? BUNDLED_MANIFEST, limits);
+  } catch (error) {
+    fail(error.message);
+    return;
+  }
+  loadModel(choice);
 }
 
 // --- controls ------------------------------------------------------------------------------

@@ -1,15 +1,23 @@
-// The model's files on the page: the manifest, then the .pte, downloaded with progress,
-// kept in the Cache API and checked against the manifest's sha256s before every use (as
-// it streams in, chunk by chunk, where the manifest has chunk sha256s).
+// The model's files on the page: the manifest, then the .pte, downloaded with progress (or
+// read from a file the reader picked), kept in the Cache API and checked against the
+// manifest's sha256s before every use (as it streams in, chunk by chunk, where the
+// manifest has chunk sha256s).
 
 import { readModelBody } from "./vendor/checked-read.mjs";
 
 export const CACHE_NAME = "pywebgpu-models";
+// What a cached entry says of itself: the model's name and its manifest's URL.
+const NAME_HEADER = "X-Model-Name";
+const MANIFEST_HEADER = "X-Model-Manifest";
+// Where the chat worker serves a local model's manifest and tokenizer from (a scheme no
+// server has: chat-worker.mjs answers its fetches from the reader's Files).
+export const LOCAL_FILES = "local-files:/";
 
 // A file that is not what its manifest says (truncated, too long, wrong sha256).
 export class DamagedModelError extends Error {
-  constructor(detail) {
-    super(`The model file is damaged (${detail}). Reload the page to download it again.`);
+  constructor(detail, advice = "Reload the page to download it again.") {
+    super(`The model file is damaged (${detail}). ${advice}`);
+    this.detail = detail;
     this.name = "DamagedModelError";
   }
 }
@@ -72,13 +80,18 @@ export async function fetchManifest(manifestUrl) {
   if (!response.ok) {
     throw new DownloadError(`Could not download the model's manifest: the server answered HTTP ${response.status} for ${manifestUrl}.`);
   }
+  return parseManifest(await response.text(), manifestUrl);
+}
+
+// The manifest from its JSON text; `where` names it in errors (its URL or file name).
+export function parseManifest(text, where) {
   let manifest;
   try {
-    manifest = await response.json();
+    manifest = JSON.parse(text);
   } catch {
-    throw new ManifestError(manifestUrl, "it is not valid JSON");
+    throw new ManifestError(where, "it is not valid JSON");
   }
-  return checkManifest(manifest, manifestUrl);
+  return checkManifest(manifest, where);
 }
 
 // The cache key names the expected sha256, so a re-exported model never matches an old entry.
@@ -126,11 +139,21 @@ async function readChecked(response, expected, onProgress) {
   return read.data;
 }
 
+// A .pte the reader picked on this device (a File), read and checked as a download is.
+export async function readLocalModelFile(file, manifest, { onProgress = () => {} } = {}) {
+  try {
+    return await readChecked(new Response(file), manifest.pte, onProgress);
+  } catch (error) {
+    if (error instanceof DamagedModelError) throw new DamagedModelError(error.detail, `${file.name} is not the file its manifest describes.`);
+    throw new DownloadError(`The model file ${file.name} could not be read (${error.message}).`);
+  }
+}
+
 // Downloads and checks the .pte.
-async function download(url, expected, onProgress) {
+async function download(url, expected, onProgress, signal) {
   let response;
   try {
-    response = await fetch(url, { cache: "no-store" });
+    response = await fetch(url, { cache: "no-store", signal });
   } catch (error) {
     throw new DownloadError(`The model download failed (${error.message}). Check your connection and reload.`);
   }
@@ -149,7 +172,9 @@ async function download(url, expected, onProgress) {
 // The .pte as a verified ArrayBuffer: from the cache when it holds a good copy, else
 // downloaded (and cached once verified). A damaged cached copy is deleted, so a reload
 // downloads it again.
-export async function loadModelFile(manifestUrl, manifest, { onProgress = () => {}, onStatus = () => {} } = {}) {
+// `name` is the model's, kept with the cached copy for listCachedModels; `signal` aborts
+// the download.
+export async function loadModelFile(manifestUrl, manifest, { name = "", signal, onProgress = () => {}, onStatus = () => {} } = {}) {
   const expected = manifest.pte;
   const pteUrl = new URL(expected.file, new URL(manifestUrl, location.href)).href;
   const key = cacheKey(pteUrl, expected.sha256);
@@ -171,7 +196,7 @@ export async function loadModelFile(manifestUrl, manifest, { onProgress = () => 
   const buffer = await download(pteUrl, expected, (done, total) => {
     onProgress(done, total);
     if (done === total) onStatus("Checking the downloaded model file…");
-  });
+  }, signal);
   // Older versions of the same file are dead weight once a new one is verified.
   for (const request of await cache.keys()) {
     const url = new URL(request.url);
@@ -180,10 +205,34 @@ export async function loadModelFile(manifestUrl, manifest, { onProgress = () => 
   }
   // Response copies the bytes, so the buffer can still be transferred to the worker.
   try {
-    await cache.put(key, new Response(buffer, { headers: { "Content-Type": "application/octet-stream" } }));
+    const headers = { "Content-Type": "application/octet-stream", "Content-Length": String(buffer.byteLength) };
+    await cache.put(key, new Response(buffer, { headers: { ...headers, [NAME_HEADER]: encodeURIComponent(name), [MANIFEST_HEADER]: manifestUrl } }));
   } catch (error) {
     // No room (quota) or no Cache API storage: this visit still works, the next downloads again.
     console.warn(`The model could not be cached: ${error.message}`);
   }
   return { buffer, fromCache: false };
+}
+
+// The cached model files: [{key, name, manifestUrl, bytes}], by name.
+export async function listCachedModels() {
+  const cache = await caches.open(CACHE_NAME);
+  const models = [];
+  for (const request of await cache.keys()) {
+    const response = await cache.match(request);
+    if (!response) continue; // deleted meanwhile
+    const length = Number(response.headers.get("Content-Length"));
+    const fileName = new URL(request.url).pathname.split("/").pop();
+    models.push({
+      key: request.url,
+      name: decodeURIComponent(response.headers.get(NAME_HEADER) ?? "") || fileName,
+      manifestUrl: response.headers.get(MANIFEST_HEADER),
+      bytes: length > 0 ? length : (await response.blob()).size,
+    });
+  }
+  return models.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export async function deleteCachedModel(key) {
+  return (await caches.open(CACHE_NAME)).delete(key);
 }

@@ -10,8 +10,9 @@ import importlib.resources
 import sys
 from pathlib import PurePosixPath
 
+from .. import pte
 from ..gpu import IN_BROWSER, BufferOwner, Device, GPUError, is_js_buffer, request_device
-from ..runtime import HostTensor, load
+from ..runtime import GraphRuntime, HostTensor, JsArrayBufferSource
 from .chat_template import ChatTemplate
 from .logits_top_k import LogitsTopK
 from .manifest import ModelFileError, parse_manifest
@@ -168,6 +169,7 @@ class LanguageModel:
         device: Device | None = None,
         sha256_checked: bool = False,
         kernel_set: str | None = None,
+        on_stage=None,
     ):
         """Load from a manifest (URL in the browser, path natively). `pte_data` may hold
         the .pte already (bytes, or a JS ArrayBuffer the page took from its cache); it is
@@ -176,10 +178,15 @@ class LanguageModel:
         it takes from its cache or the network, so hashing it again would only cost). A download in the browser is checked as it
         comes where the manifest has chunk sha256s (_read_model_bytes). `kernel_set`: the
         kernels to run, "cpu" or "gpu" (None: those that suit the device; runtime.load). The
-        model is returned ready to run; its faster kernels wait for start_upgrades."""
+        model is returned ready to run; its faster kernels wait for start_upgrades.
+        `on_stage(name)` is called as each stage of the load starts: "download" (only where
+        it downloads the .pte), "program" (reading it), "build" (uploading its weights and
+        compiling its pipelines)."""
+        stage = on_stage or (lambda name: None)
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
         if pte_data is None:
+            stage("download")
             pte_data, sha256_checked = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected, on_progress)
         if _byte_length(pte_data) != expected["bytes"]:
             raise ModelFileError(
@@ -188,7 +195,13 @@ class LanguageModel:
         if not sha256_checked and await _sha256_hex(pte_data) != expected["sha256"]:
             raise ModelFileError("the model file's sha256 does not match its manifest: the file is damaged")
         tokenizer = Tokenizer.from_json(await _read_text(_sibling(manifest_location, manifest["tokenizer"]["file"])))
-        graph = await load(device or await request_device(), pte_data, kernel_set=kernel_set)
+        device = device or await request_device()
+        stage("program")
+        # runtime.load's two steps, apart so that each reports its stage.
+        program = pte.load_program(JsArrayBufferSource(pte_data) if is_js_buffer(pte_data) else pte_data)
+        graph = GraphRuntime(device, program.vulkan_graph("forward"), pte_data, kernel_set)
+        stage("build")
+        await graph.build()
         top_k = LogitsTopK(graph)
         await top_k.build()
         return cls(graph, tokenizer, manifest, top_k)
