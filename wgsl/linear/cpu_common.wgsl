@@ -118,30 +118,3 @@ fn block_rows(n0: u32, silu_mul: bool) -> vec4<u32> {
   let up = select(n0 + 8u, p.split0 + n0, silu_mul);
   return vec4<u32>(n0, n0 + 4u, up, up + 4u);
 }
-
-// HAS_OFFSETS: where the offsets (C's rows) of a thread's 16 outputs start in `bias`,
-// from the first weight rows of its 4 blocks (block_rows), as weight_row clamps them.
-struct OffsetRows16 {
-  a: vec4<u32>,
-  b: vec4<u32>,
-  c: vec4<u32>,
-  d: vec4<u32>,
-}
-
-fn offset_rows4(first: u32) -> vec4<u32> {
-  let rows = min(vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
-  return vec4<u32>(p.offsets_start) + rows * (p.k / p.group_size);
-}
-
-fn offset_rows16(firsts: vec4<u32>) -> OffsetRows16 {
-  return OffsetRows16(offset_rows4(firsts.x), offset_rows4(firsts.y), offset_rows4(firsts.z), offset_rows4(firsts.w));
-}
-
-fn offsets_at4(rows: vec4<u32>, g: u32) -> vec4<f32> {
-  return vec4<f32>(bias[rows.x + g], bias[rows.y + g], bias[rows.z + g], bias[rows.w + g]);
-}
-
-// HAS_OFFSETS: the offsets of group g of a thread's 16 outputs.
-fn offsets16(rows: OffsetRows16, g: u32) -> Outputs16 {
-  return Outputs16(offsets_at4(rows.a, g), offsets_at4(rows.b, g), offsets_at4(rows.c, g), offsets_at4(rows.d, g));
-}

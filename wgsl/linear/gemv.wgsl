@@ -75,7 +75,6 @@ fn gemv(
   let rows_c = chunk_rows4(firsts.z);
   let rows_d = chunk_rows4(firsts.w);
   let chunks_per_group = p.group_size / 32u;
-  let offset_rows = offset_rows16(firsts);  // HAS_OFFSETS
   var total_a = vec4<f32>();
   var total_b = vec4<f32>();
   var total_c = vec4<f32>();
@@ -110,11 +109,11 @@ fn gemv(
       top += quadSwapX(top);
       top += quadSwapY(top);
       let x_sum = offset_sum + top * TOP_PLACE;
-      let offsets = offsets16(offset_rows, chunk / chunks_per_group);
-      total_a += x_sum * offsets.a;
-      total_b += x_sum * offsets.b;
-      total_c += x_sum * offsets.c;
-      total_d += x_sum * offsets.d;
+      let g = chunk / chunks_per_group;
+      total_a += x_sum * offsets4(firsts.x, g);
+      total_b += x_sum * offsets4(firsts.y, g);
+      total_c += x_sum * offsets4(firsts.z, g);
+      total_d += x_sum * offsets4(firsts.w, g);
     }
   }
   if (X_RMS_NORM) {

@@ -178,14 +178,14 @@ fn add_quad_group(t: QuadTotals, s: QuadSums, scales: Outputs16, offsets: Output
 
 // `t` plus the thread's sums `s` of words of group g, scaled, offsets added (firsts: the weight rows of
 // the thread's 4 blocks, see gemv_rows).
-fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, offset_rows: OffsetRows16, g: u32) -> RowsTotals {
+fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> RowsTotals {
   let scale = g * p.scale_stride;
   let scales = Outputs16(
     scales4(scale + firsts.x), scales4(scale + firsts.y), scales4(scale + firsts.z), scales4(scale + firsts.w),
   );
   var offsets = Outputs16();
   if (HAS_OFFSETS) {
-    offsets = offsets16(offset_rows, g);
+    offsets = Outputs16(offsets4(firsts.x, g), offsets4(firsts.y, g), offsets4(firsts.z, g), offsets4(firsts.w, g));
   }
   var totals = t;
   totals.q0 = add_quad_group(t.q0, s.q0, scales, offsets);
@@ -268,7 +268,6 @@ fn gemv_rows(
     slot_rows(m0, lane), slot_rows(m0 + 4u, lane), slot_rows(m0 + 8u, lane), slot_rows(m0 + 12u, lane),
   );
   let words_per_group = p.group_size / 8u;
-  let offset_rows = offset_rows16(firsts);  // HAS_OFFSETS
   var totals = RowsTotals();
   for (var w = 0u; w < p.k / 8u; w += STEP_WORDS) {
     var sums = add_rows_word(RowsSums(), t, w);
@@ -277,7 +276,7 @@ fn gemv_rows(
       sums = add_rows_word(sums, t, w + 2u);
       sums = add_rows_word(sums, t, w + 3u);
     }
-    totals = add_rows_group(totals, sums, firsts, offset_rows, w / words_per_group);
+    totals = add_rows_group(totals, sums, firsts, w / words_per_group);
   }
   store_rows(m0, lane, n0, totals);
 }
