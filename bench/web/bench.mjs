@@ -16,6 +16,7 @@
 // tokenizer turns into the same number of tokens (checked: it reports prompt_n).
 
 import { median } from "./median.mjs";
+import { startPythonWorker } from "./python_worker.mjs";
 
 const logElement = document.getElementById("log");
 
@@ -40,37 +41,10 @@ async function describeAdapter() {
 
 // --- pywebgpu ------------------------------------------------------------------------
 
-function startPythonWorker() {
-  const worker = new Worker("/worker.mjs", { type: "module" });
-  const pending = new Map();
-  let nextId = 0;
-  let bootError = null;
-  worker.onmessage = ({ data }) => {
-    if (data.type === "status") return log(data.text);
-    if (data.type === "boot-error") {
-      bootError = new Error(`Python failed to start: ${data.error}`);
-      for (const { reject } of pending.values()) reject(bootError);
-      return pending.clear();
-    }
-    const call = pending.get(data.id);
-    pending.delete(data.id);
-    if (data.error !== undefined) call.reject(new Error(data.error));
-    else call.resolve(data.result);
-  };
-  const run = (code) =>
-    bootError
-      ? Promise.reject(bootError)
-      : new Promise((resolve, reject) => {
-          pending.set(++nextId, { resolve, reject });
-          worker.postMessage({ id: nextId, code });
-        });
-  return { run, terminate: () => worker.terminate() };
-}
-
 // The pywebgpu side: loaded and warmed up; round(n) and finish() run model_bench's
 // Measurement in the worker, whose Python globals persist between calls.
 async function startPywebgpu(config) {
-  const python = startPythonWorker();
+  const python = startPythonWorker(log);
   try {
     // Strings go over as JSON, which Python reads back with json.loads.
     const args = JSON.stringify(JSON.stringify({ manifest: config.manifestUrl, measure: config.measure }));
