@@ -19,8 +19,8 @@
 //   projection's then an up projection's (N / 2 each) and the linear writes
 //   silu(gate) * up, N / 2 values a row, to `out` (split0 = split1 = N / 2).
 // - HAS_OFFSETS (an exact GGUF linear's offset term): out[m, n] += sum_g C[n, g] *
-//   (the sum of x[m] over group g), C [N, K / group_size] in `bias` from p.offsets_start
-//   (after the bias); the GEMMs add C[n, g] to the weights they dequantize, the GEMVs
+//   (the sum of x[m] over group g), C in `bias` from p.offsets_start (after the bias),
+//   transposed like the scales: C[n, g] at g * scale_stride + n; the GEMMs add C[n, g] to the weights they dequantize, the GEMVs
 //   the offsets times x's group sums.
 // - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
 //   kernel applies the norm itself: x * side (the norm weight, [K]) is read in place of
@@ -129,12 +129,13 @@ fn scales4(first: u32) -> vec4<f32> {
   return vec4<f32>(scales[first], scales[first + 1u], scales[first + 2u], scales[first + 3u]);
 }
 
-// HAS_OFFSETS: C[n, g] (outputs past N read the last row, as weight_row does).
+// HAS_OFFSETS: C[n, g], stored transposed like the scales (past N as the scales are).
 fn offset_at(n: u32, g: u32) -> f32 {
-  return bias[p.offsets_start + min(n, p.n - 1u) * (p.k / p.group_size) + g];
+  return bias[p.offsets_start + g * p.scale_stride + n];
 }
 
 // HAS_OFFSETS: C[n, g] of outputs first .. first + 3.
 fn offsets4(first: u32, g: u32) -> vec4<f32> {
-  return vec4<f32>(offset_at(first, g), offset_at(first + 1u, g), offset_at(first + 2u, g), offset_at(first + 3u, g));
+  let i = p.offsets_start + g * p.scale_stride + first;
+  return vec4<f32>(bias[i], bias[i + 1u], bias[i + 2u], bias[i + 3u]);
 }

@@ -3,9 +3,9 @@
 // teams read: x as the linear sees it (silu(gate) * up, or x times the norm weight),
 // computed once per workgroup rather than once per output, and, with X_RMS_NORM, the sum
 // of squares of the norm's input; with HAS_OFFSETS, the stage's group sums of x, which
-// the teams' lanes then multiply by their outputs' offsets (consecutive in C's rows). Then the team's threads read consecutive words of their
-// weight rows (coalesced), each sums its share with every word's group scale applied, and
-// the partial sums are added in workgroup memory.
+// the teams' lanes then multiply by their outputs' offsets. Then the team's threads read
+// consecutive words of their weight rows (coalesced), each sums its share with every
+// word's group scale applied, and the partial sums are added in workgroup memory.
 #include "linear/common.wgsl"
 #include "linear/q4_shifts.wgsl"
 

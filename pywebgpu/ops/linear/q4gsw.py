@@ -4,7 +4,8 @@ LinearQ4gsw, the base of every 4-bit linear handler.
 
 Offsets (runtime/fusion/ folds them in: an exact GGUF linear's `linear(groupsum(x), C)`
 beside the 4-bit one): out[m, n] += sum_g C[n, g] * (the sum of x[m] over group g), C an
-f32 constant [N, K / group_size], read from the bias binding after the bias.
+f32 constant [N, K / group_size], transposed like the scales into the bias binding after
+the bias.
 
 Weights stay packed on the GPU (see pte-format notes): W uint8 [N, K/2], low nibble first;
 scales f32 transposed to [K / group_size, N padded to a multiple of 4]. x is [..., K] with
@@ -12,6 +13,8 @@ any live leading dims: M = their product. Which kernel runs is plan.py's choice.
 """
 
 from __future__ import annotations
+
+from array import array
 
 from ...gpu import STORAGE_USAGE
 from ...values import numel
@@ -197,17 +200,25 @@ class LinearQ4gsw(OpHandler):
 def bias_and_offsets(op: LinearQ4gsw, linears) -> object:
     """One buffer of the biases of `linears` (the handlers whose outputs `op` computes, in
     order; all or none with a bias and with offsets) and their offsets from
-    op.offsets_start: [N] then [N, K / group_size], each linear's rows after the last's."""
+    op.offsets_start: [N] then C transposed like the scales, [K / group_size,
+    op.scale_stride], each linear's outputs after the last's."""
     groups = op.k // op.group_size
     start = op.offsets_start
-    buffer = op.graph.device.create_buffer(4 * (start + op.n * groups), STORAGE_USAGE, label=f"{op.name}#{op.index}.bias_offsets")
+    buffer = op.graph.device.create_buffer(4 * (start + groups * op.scale_stride), STORAGE_USAGE, label=f"{op.name}#{op.index}.bias_offsets")
+    transposed = array("f", bytes(4 * groups * op.scale_stride)) if op.offsets is not None else None
     first_output = 0
     for linear in linears:
         if linear.bias is not None:
             op.graph.write_constant(buffer, linear.bias, [(first_output * 4, 0, linear.n * 4)])
         if linear.offsets is not None:
-            op.graph.write_constant(buffer, linear.offsets, [((start + first_output * groups) * 4, 0, linear.n * groups * 4)])
+            # C [N, G] as stored, transposed: column g is every G-th value from g.
+            offsets = array("f", op.graph.constant_bytes(linear.offsets)[: 4 * linear.n * groups])
+            for g in range(groups):
+                row = g * op.scale_stride + first_output
+                transposed[row : row + linear.n] = offsets[g::groups]
         first_output += linear.n
+    if transposed is not None:
+        op.graph.device.write_buffer(buffer, transposed, 4 * start)
     return buffer
 
 
