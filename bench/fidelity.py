@@ -79,10 +79,17 @@ def margin(top: list[list], first: int, second: int) -> float | None:
     return scores[first] - scores[second] if first in scores and second in scores else None
 
 
-def compare_replies(tokenizer, ours: list[dict], theirs: list[dict]) -> list[dict]:
+def _without_end(reply: dict, eos_ids: set[int]) -> dict:
+    """The reply less a final end-of-sequence token (one side may report it, the other not)."""
+    ended = bool(reply["ids"]) and reply["ids"][-1] in eos_ids
+    return {"ids": reply["ids"][:-1] if ended else reply["ids"], "top": reply["top"], "ended": ended}
+
+
+def compare_replies(tokenizer, ours: list[dict], theirs: list[dict], eos_ids: set[int]) -> list[dict]:
     rows = []
     for text, mine, peer in zip(CHAT_PROMPTS, ours, theirs):
-        row = {"prompt": text, "pywebgpu_text": tokenizer.decode(mine["ids"]), "wllama_text": tokenizer.decode(peer["ids"]), "pywebgpu_ids": mine["ids"], "wllama_ids": peer["ids"]}
+        mine, peer = _without_end(mine, eos_ids), _without_end(peer, eos_ids)
+        row = {"prompt": text, "pywebgpu_text": tokenizer.decode(mine["ids"]), "wllama_text": tokenizer.decode(peer["ids"]), "pywebgpu_ids": mine["ids"], "wllama_ids": peer["ids"], "pywebgpu_ended": mine["ended"], "wllama_ended": peer["ended"]}
         parted = next((i for i, (a, b) in enumerate(zip(mine["ids"], peer["ids"])) if a != b), None)
         if parted is None and len(mine["ids"]) != len(peer["ids"]):
             parted = min(len(mine["ids"]), len(peer["ids"]))
@@ -121,6 +128,31 @@ def compare_forced(tokenizer, ours: list[list], theirs: list[list]) -> dict:
     return {"positions": compared, "agree": compared - len(disagreements), "agreement": (compared - len(disagreements)) / compared, "disagreements": disagreements}
 
 
+def add_eager_margins(replies: list[dict], prompt_ids: list[list[int]], forced_ids: list[int], forced: dict):
+    """At each difference, the logit margin of pywebgpu's token over wllama's in eager
+    PyTorch (float32) on the same exact GGUF weights (export_tools.bundled's eager module):
+    which side computes what the weights say, and how close to a tie it is there."""
+    import torch
+
+    from export_tools.bundled import build_bundled_eager
+
+    model = build_bundled_eager()
+
+    def eager_margin(context: list[int], ours: int, theirs: int) -> float:
+        model.reset()
+        with torch.no_grad():
+            logits = model.forward(context, 0).reshape(-1)
+        return float(logits[ours] - logits[theirs])
+
+    for row, ids in zip(replies, prompt_ids):
+        found = row.get("first_difference")
+        if found and "pywebgpu_token" in found:
+            context = ids + row["pywebgpu_ids"][: found["position"]]
+            found["eager_fp32_margin"] = eager_margin(context, found["pywebgpu_token"][0], found["wllama_token"][0])
+    for found in forced["disagreements"]:
+        found["eager_fp32_margin"] = eager_margin(forced_ids[: found["prefix_tokens"]], found["pywebgpu_token"][0], found["wllama_token"][0])
+
+
 def run_page(config: dict, gguf: Path, timeout_s: float) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -147,11 +179,16 @@ def _margin_text(value) -> str:
     return "not in its top %d" % TOP_K if value is None else f"{value:.4f}"
 
 
+def _eager_text(found: dict) -> str:
+    return f", eager fp32 {found['eager_fp32_margin']:.4f} for pywebgpu's" if "eager_fp32_margin" in found else ""
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fidelity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-tokens", type=int, default=48, help="greedy tokens per reply at most (default 48; a reply ends at end-of-sequence)")
     parser.add_argument("--forced-tokens", type=int, default=400, help="tokens of the teacher-forced text (default 400)")
     parser.add_argument("--out", type=Path, help="the JSON report (default bench-results/fidelity-<machine>-<commit>.json)")
+    parser.add_argument("--no-eager", action="store_true", help="skip the eager PyTorch margins at each difference")
     parser.add_argument("--timeout", type=float, default=3600, help="browser run time limit, seconds")
     args = parser.parse_args(argv)
 
@@ -176,8 +213,11 @@ def main(argv=None) -> int:
         gguf,
         args.timeout,
     )
-    replies = compare_replies(tokenizer, page["pywebgpu"]["replies"], page["wllama"]["replies"])
+    eos_ids = {token["id"] for token in manifest["special_tokens"]["eos"]}
+    replies = compare_replies(tokenizer, page["pywebgpu"]["replies"], page["wllama"]["replies"], eos_ids)
     forced = compare_forced(tokenizer, page["pywebgpu"]["forced"], page["wllama"]["forced"])
+    if not args.no_eager:
+        add_eager_margins(replies, prompt_ids, forced_ids, forced)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     host = machine()
     report = {
@@ -202,19 +242,19 @@ def main(argv=None) -> int:
     for number, row in enumerate(replies, 1):
         found = row.get("first_difference")
         if row["identical"]:
-            status = f"identical ({len(row['pywebgpu_ids'])} tokens)"
+            status = f"identical ({len(row['pywebgpu_ids'])} tokens{', then end-of-sequence' if row['pywebgpu_ended'] else ''})"
         elif "lengths" in found:
             status = f"one reply ends first, at {found['position']} (lengths {found['lengths']})"
         else:
             status = (
                 f"differ at {found['position']}: pywebgpu {found['pywebgpu_token'][1]!r} (margin {_margin_text(found['pywebgpu_margin'])}), "
-                f"wllama {found['wllama_token'][1]!r} (margin {_margin_text(found['wllama_margin'])})"
+                f"wllama {found['wllama_token'][1]!r} (margin {_margin_text(found['wllama_margin'])}){_eager_text(found)}"
             )
         print(f"{number:2}. {row['prompt'][:48]:48} {status}")
     print(f"greedy replies identical: {report['identical_replies']} of {len(replies)}")
     print(f"teacher-forced top-1 agreement: {forced['agree']}/{forced['positions']} = {100 * forced['agreement']:.2f} % (prefixes of {len(forced_ids)} tokens whose text tokenizes back to them)")
     for found in forced["disagreements"]:
-        print(f"  after {found['prefix_tokens']} tokens: pywebgpu {found['pywebgpu_token'][1]!r} margin {_margin_text(found['pywebgpu_margin'])}, wllama {found['wllama_token'][1]!r} margin {_margin_text(found['wllama_margin'])}")
+        print(f"  after {found['prefix_tokens']} tokens: pywebgpu {found['pywebgpu_token'][1]!r} margin {_margin_text(found['pywebgpu_margin'])}, wllama {found['wllama_token'][1]!r} margin {_margin_text(found['wllama_margin'])}{_eager_text(found)}")
     print(f"wrote {out}")
     for problem in report["page_problems"]:
         print(f"page problem: {problem}", file=sys.stderr)
