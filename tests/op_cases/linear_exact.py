@@ -136,6 +136,12 @@ CASES = [
     ),
     # Groups of 16 (gemv_rows one word a step, also for one row), 2-d x.
     *exact("exact-group16", ExactLinear(48, 12, 16, seed=5), (r(9, 48, seed=6),)),
+    # Groups of 16 in decode and few rows (the GPUs' GEMVs), one and two planes (Q6_K).
+    *exact("exact-group16-decode", ExactLinear(64, 20, 16, seed=31), **dynamic(64, 4, 1, 3, seed=32)),
+    *exact(
+        "exact-group16-2planes", ExactLinear(64, 20, 16, planes=2, seed=33), expect_ops=(RESIDUAL_OFFSETS_FUSED,),
+        expect_no_ops=UNFUSED[:-1], **dynamic(64, 4, 1, 3, seed=34),
+    ),
     # K past a GPU GEMV's stage of 2,048 values, groups of 96 straddling stages.
     *exact("exact-k2304-group96", ExactLinear(2304, 12, 96, seed=7), **dynamic(2304, 6, 1, seed=8)),
     # A Llama block's residual add moves into the linear with its offsets.
