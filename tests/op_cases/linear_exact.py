@@ -155,5 +155,8 @@ CASES = [
     *exact("exact-mlp", Mlp(64, 96, 32, seed=14), expect_ops=(), **dynamic(64, 11, 1, seed=15)),
     # An RMSNorm before an exact linear (the LM head's), one dispatch in decode.
     *exact("exact-norm", NormLinear(64, ExactLinear(64, 20, 32, seed=16), seed=17), expect_ops=(), **dynamic(64, 8, 1, seed=18)),
+    # The norm applied by a GEMV that writes several outputs, in groups of 32 and of 16.
+    *exact("exact-norm-qkv", NormLinear(64, Qkv(64, (20, 12, 12), 32, seed=41), seed=42), expect_ops=(), **dynamic(64, 8, 1, seed=43)),
+    *exact("exact-norm-group16", NormLinear(64, ExactLinear(64, 20, 16, seed=44), seed=45), expect_ops=(), **dynamic(64, 8, 1, seed=46)),
 ]
 CASES.append(without_subgroups(dataclasses.replace(CASES[0], kernel_set="cpu")))
