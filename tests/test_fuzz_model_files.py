@@ -6,8 +6,6 @@ import pytest
 
 from devtools.fuzz_model_files import fuzz
 
-pytest.importorskip("tokenizers")
-
 # Its own seed, so that CI tries inputs the long run (docs/reliability.md) did not.
 SLICE_SEED = 49
 SLICE_INPUTS = 2000
