@@ -31,8 +31,9 @@ import sys
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "web" / "models" / "smollm2-135m-instruct-4w"
+from export_tools import bundled
+
+MODEL = bundled.DEFAULT_OUT_DIR / bundled.STEM
 CUT_MERGES = 300
 SAMPLE_TEXTS = ("Hello, world! 123", "<|im_start|>user\nWhat is 2+2?<|im_end|>", " the  tin in ing\n\t")
 TIME_LIMIT_S = 10
@@ -54,10 +55,12 @@ def cut_tokenizer(config: dict, merges: int = CUT_MERGES) -> dict:
     return cut
 
 
-def corpus() -> dict[str, dict]:
+def corpus(model: Path = MODEL) -> dict[str, dict]:
+    """The seeds: the manifest and cut tokenizer.json of the bundled model at `model` (a
+    path without suffix)."""
     return {
-        "manifest": json.loads(MODEL.with_suffix(".json").read_text()),
-        "tokenizer": cut_tokenizer(json.loads(Path(f"{MODEL}.tokenizer.json").read_text())),
+        "manifest": json.loads(model.with_suffix(".json").read_text()),
+        "tokenizer": cut_tokenizer(json.loads(Path(f"{model}.tokenizer.json").read_text())),
     }
 
 
@@ -164,8 +167,8 @@ def _alarm(signum, frame):
     raise TimeoutError(f"no answer in {TIME_LIMIT_S} s")
 
 
-def _worker(connection, kind: str, seed: int, start: int, count: int):
-    tree = corpus()[kind]
+def _worker(connection, kind: str, seed: int, start: int, count: int, model: Path):
+    tree = corpus(model)[kind]
     check = check_manifest if kind == "manifest" else check_tokenizer
     check(json.dumps(tree))  # imports and compiles before the limits apply
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_LIMIT, ADDRESS_LIMIT))
@@ -185,17 +188,23 @@ def _worker(connection, kind: str, seed: int, start: int, count: int):
     connection.send((outcomes, defects))
 
 
-def fuzz(kind: str, inputs: int, seed: int = 0) -> tuple[dict, list]:
-    """Outcome counts and defects [(index, traceback tail)] of `inputs` mutants of `kind`."""
+def fuzz(kind: str, inputs: int, seed: int = 0, model: Path = MODEL) -> tuple[dict, list]:
+    """Outcome counts and defects [(index, traceback tail)] of `inputs` mutants of `kind`,
+    seeded from the bundled model at `model`."""
+    for path in (model.with_suffix(".json"), Path(f"{model}.tokenizer.json")):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: export the bundled model first (python -m export_tools.bundled)")
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker, args=(sender, kind, seed, 0, inputs), daemon=True)
+    process = context.Process(target=_worker, args=(sender, kind, seed, 0, inputs, model), daemon=True)
     process.start()
+    sender.close()  # the worker's end only: its death then reads as EOFError here
     try:
         if not receiver.poll(60 + inputs * TIME_LIMIT_S):
             raise RuntimeError("the worker did not answer")
         return receiver.recv()
     except EOFError:
+        process.join(10)
         return {"crash": 1}, [(-1, f"the worker died (exit code {process.exitcode})")]
     finally:
         process.kill()
@@ -214,6 +223,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replay", nargs=2, metavar=("KIND", "INDEX"), help="run one input (manifest|tokenizer INDEX) here")
     args = parser.parse_args()
+    bundled.ensure_bundled_model(progress=True)
     if args.replay:
         return replay(args.replay[0], int(args.replay[1]), args.seed)
     failed = False

@@ -219,7 +219,12 @@ class _Runner:
         self.connection, child = context.Pipe()
         self.process = context.Process(target=_worker, args=(child, self.stage, self.seed, self.address_limit), daemon=True)
         self.process.start()
-        if not self.connection.poll(600) or self.connection.recv()[0] != "ready":
+        child.close()  # the worker's end only: its death then reads as EOFError here
+        try:
+            started = self.connection.poll(600) and self.connection.recv()[0] == "ready"
+        except EOFError:
+            started = False
+        if not started:
             raise RuntimeError(f"the {self.stage} worker did not start")
 
     def run(self, index: int) -> tuple[str, str]:

@@ -12,8 +12,8 @@ SLICE_INPUTS = 2000
 
 
 @pytest.mark.parametrize("kind", ["manifest", "tokenizer"])
-def test_fuzzed_model_files_are_refused_with_typed_errors_or_usable(kind):
-    outcomes, defects = fuzz(kind, SLICE_INPUTS, SLICE_SEED)
+def test_fuzzed_model_files_are_refused_with_typed_errors_or_usable(kind, bundled_model):
+    outcomes, defects = fuzz(kind, SLICE_INPUTS, SLICE_SEED, bundled_model)
     assert defects == []
     assert sum(outcomes.values()) == SLICE_INPUTS
     refused = "ModelFileError" if kind == "manifest" else "TokenizerError"

@@ -19,7 +19,6 @@ from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
 
 pytestmark = pytest.mark.native
 
-BUNDLED = Path(__file__).resolve().parents[1] / "web" / "models" / "smollm2-135m-instruct-4w"
 # SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
 TOKENIZER_MERGES = 150
 CYCLES = 20
@@ -31,15 +30,15 @@ GREEDY = SamplingParams(temperature=0)
 
 
 @pytest.fixture(scope="module")
-def manifest_path(tmp_path_factory) -> str:
+def manifest_path(tmp_path_factory, bundled_model) -> str:
     """The tiny Llama's export (a context of 2 * LONG_MAX_SEQ_LEN) with a manifest naming
     a cut SmolLM2 tokenizer and SmolLM2's chat template and end token."""
     export = _tiny_llama_export(str(tmp_path_factory.mktemp("tiny-model")), False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
-    tokenizer = cut_tokenizer(json.loads(Path(f"{BUNDLED}.tokenizer.json").read_text()), TOKENIZER_MERGES)
+    tokenizer = cut_tokenizer(json.loads(Path(f"{bundled_model}.tokenizer.json").read_text()), TOKENIZER_MERGES)
     assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
     tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
     tokenizer_path.write_text(json.dumps(tokenizer))
-    bundled = json.loads(BUNDLED.with_suffix(".json").read_text())
+    bundled = json.loads(bundled_model.with_suffix(".json").read_text())
     manifest = json.loads(export.manifest_path.read_text())
     manifest.update(
         tokenizer={"file": tokenizer_path.name, "add_bos": False},
