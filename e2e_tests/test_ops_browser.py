@@ -13,7 +13,12 @@ CASES = all_cases()
 
 @pytest.fixture(scope="module")
 def browser_results(_python_page):
-    page = _python_page
+    return run_cases(_python_page)
+
+
+def run_cases(page):
+    """Every case's answer (graph_programs.run_graph's, or its error) from `page` (a
+    PythonPage with the test server and its problem list), by case id."""
     page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
     files = page.server.files_dir
     jobs = []

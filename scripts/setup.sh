@@ -14,10 +14,12 @@ VENDOR="$ROOT/web/vendor"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-# 1. Debian: Chromium (headless browser tests; ships SwiftShader for WebGPU) and Mesa's
-#    lavapipe Vulkan driver (wgpu-native's adapter on a machine without a GPU).
+# 1. Debian: Chromium (headless browser tests; ships SwiftShader for WebGPU), Firefox ESR
+#    (the second engine: its WebGPU runs on lavapipe) and Mesa's lavapipe Vulkan driver
+#    (wgpu-native's adapter on a machine without a GPU).
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v firefox-esr >/dev/null 2>&1 || missing+=(firefox-esr)
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || missing+=(mesa-vulkan-drivers)
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"

@@ -52,8 +52,10 @@ class OpCase:
     # after the load), or never (None).
     upgrade_before_run: int | None = None
     # (run, kernel) pairs: a kernel (an op's `kernel`, as ops/linear/plan.py names them) that
-    # run must run.
+    # run must run; on a device without subgroups those of `expect_kernels_without_subgroups`
+    # where given (adapters without them run other kernels).
     expect_kernels: tuple = ()
+    expect_kernels_without_subgroups: tuple | None = None
 
     @property
     def runs(self):
@@ -148,6 +150,13 @@ def decode_outputs(outputs) -> list[torch.Tensor]:
     return [torch.frombuffer(bytearray(data), dtype=torch.float32).reshape(shape) for shape, data in outputs]
 
 
+def expected_kernels(case: OpCase, features) -> tuple:
+    """The case's (run, kernel) expectations for a device with `features`."""
+    if "subgroups" not in features and case.expect_kernels_without_subgroups is not None:
+        return case.expect_kernels_without_subgroups
+    return case.expect_kernels
+
+
 def check_case(case: OpCase, answer):
     """Compare pywebgpu's results for every run of `case` (graph_programs.run_graph's
     answer) with PyTorch, and its op list with the case's expectations."""
@@ -156,7 +165,7 @@ def check_case(case: OpCase, answer):
     for name in case.expect_no_ops:
         assert name not in answer["ops"], f"{case.id}: the runtime ran a {name!r} op: {answer['ops']}"
     assert not set(case.hidden_features) & set(answer["features"]), f"{case.id}: ran with {answer['features']}"
-    for run, kernel in case.expect_kernels:
+    for run, kernel in expected_kernels(case, answer["features"]):
         assert kernel in answer["kernels"][run], f"{case.id} run {run}: no {kernel!r} ran: {answer['kernels'][run]}"
     results = answer["results"]
     assert len(results) == len(case.runs)

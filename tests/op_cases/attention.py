@@ -146,14 +146,15 @@ def upgraded(cases, upgrade_before_run=0):
     """The -cpu case of `cases` with the graph's upgrades built before run
     `upgrade_before_run` (GraphRuntime.build_upgrades, as a chat starts it after a reply in
     the browser): calls of several rows before it run attention/cpu.wgsl's 2-row kernel, after
-    it the 4-row one."""
+    it the 4-row one; without subgroups none of attention/cpu.wgsl's kernels (the split and
+    whole-row kernels run, before and after)."""
     (case,) = [case for case in cases if case.kernel_set == "cpu"]
     rows = [q.shape[1] for q, *_ in case.runs]
     expect = tuple(
         (run, "sdpa_cpu_rows4" if run >= upgrade_before_run else "sdpa_cpu_rows2") for run, m in enumerate(rows) if m > 1
     )
     case_id = case.id.removesuffix("-cpu")
-    return dataclasses.replace(case, id=f"{case_id}-upgraded-cpu", upgrade_before_run=upgrade_before_run, expect_kernels=expect)
+    return dataclasses.replace(case, id=f"{case_id}-upgraded-cpu", upgrade_before_run=upgrade_before_run, expect_kernels=expect, expect_kernels_without_subgroups=())
 
 
 # Prefill, decode steps, then a multi-token chunk at a later position.
