@@ -1,0 +1,173 @@
+"""Under WebGPU's default limits only (`request_device(limits="default")`), in headless
+Chromium: the limits are enforced (Dawn checks workgroup memory too), a subset of the op
+cases (a case for each kernel with the most workgroup memory or invocations, and every
+embedding case with its table split by row blocks) and the tiny Llama match PyTorch."""
+
+from pathlib import Path
+
+import pytest
+
+import graph_programs
+from llama_fixtures import check_run, tiny_llama_trace
+from op_harness import all_cases, check_case, encode_inputs, export_case
+from pywebgpu.gpu import DEFAULT_LIMITS
+
+# A case for each kernel whose workgroup memory or invocations come nearest the defaults.
+LIMIT_CASES = (
+    "sdpa-kv-tiled-hd128-gpu",
+    "sdpa-kv-tiled-gqa8-gpu",
+    "sdpa-kv-hd256-scale-gpu",
+    "sdpa-kv-decode-past-whole-row-gpu",
+    "sdpa-kv-long-context-gpu",
+    "sdpa-kv-gqa2-cpu",
+    "sdpa-kv-llama-heads-rows-upgraded-cpu",
+    "linear-q4gsw-m67-n132-gpu",
+    "linear-q4gsw-gemm-wide-bias-gpu",
+    "linear-q4gsw-split-k-bias-gpu",
+    "linear-q4gsw-gemv-k4160-gpu",
+    "linear-q4gsw-norm-then-wide-k2080-gpu",
+    "linear-q4gsw-m131-n1100-upgraded-cpu",
+    "linear-dq8ca-gs64-m67-gpu",
+    "exact-k2304-group96-gpu",
+    "rms-norm-prime-257-gpu",
+    "rms-norm-dynamic-seq-cpu",
+    "softmax-1d-prime-long",
+    "log-softmax-last",
+    "rope-gqa2-hd8",
+    "add-bcast-rows",
+    "cat-dynamic",
+    "index-dynamic",
+    "permute-6d",
+    "sum-long-row",
+)
+CASES = [c for c in all_cases() if c.id in LIMIT_CASES]
+EMBEDDING_CASES = [c for c in all_cases() if c.id.startswith("embedding")]
+
+# In the page: graph_programs' device replaced by one with the default limits (and put
+# back); every embedding table split by row blocks of at most 256 bytes (and not).
+PAGE_HELPERS = '''
+import graph_programs
+from pywebgpu.gpu import ShaderError, request_device
+from pywebgpu.ops import embedding, row_blocks
+
+_kept = {}
+
+OVER_WORKGROUP_STORAGE = """
+var<workgroup> big: array<f32, 8192>;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) i: u32) {
+  big[i * 128u] = f32(i);
+  workgroupBarrier();
+  out[i] = big[(63u - i) * 128u];
+}
+"""
+
+async def use_default_limits():
+    """Returns the device's limits and the error building a 32 KiB-workgroup kernel."""
+    _kept["device"] = graph_programs._device
+    device = graph_programs._device = await request_device(limits="default")
+    try:
+        await device.compute_pipeline(OVER_WORKGROUP_STORAGE, label="over_16k")
+        error = None
+    except ShaderError as e:
+        error = str(e)
+    return device.limits, error
+
+async def restore_device():
+    graph_programs._device = _kept.pop("device")
+
+async def split_tables(binding_bytes):
+    """Split tables over `binding_bytes` (None: back to the device's limits); returns the
+    blocks of the embeddings built since the last call."""
+    made = _kept.setdefault("blocks", [])
+    if binding_bytes is None:
+        row_blocks.binding_bytes, embedding.row_blocks = _kept.pop("functions")
+    else:
+        _kept["functions"] = (row_blocks.binding_bytes, embedding.row_blocks)
+        row_blocks.binding_bytes = lambda device: binding_bytes
+
+        def noted(*args):
+            made.append(row_blocks.row_blocks(*args))
+            return made[-1]
+
+        embedding.row_blocks = noted
+    blocks = list(made)
+    made.clear()
+    return blocks
+'''
+
+
+@pytest.fixture(scope="module")
+def default_limits_page(_python_page):
+    page = _python_page
+    page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    page.load_module("default_limits_helpers", PAGE_HELPERS)
+    page.limits, page.over_limit_error = page.call("default_limits_helpers", "use_default_limits")
+    yield page
+    page.call("default_limits_helpers", "restore_device")
+
+
+def run_cases(page, cases, prefix):
+    files = page.server.files_dir
+    jobs = []
+    for case in cases:
+        (files / f"{prefix}{case.id}.pte").write_bytes(export_case(case))
+        jobs.append([f"/files/{prefix}{case.id}.pte", [encode_inputs(i) for i in case.runs], case.kernel_set, list(case.hidden_features), case.batched, case.upgrade_before_run])
+    answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
+    problems = page.problems.take()
+    assert not problems, "\n".join(problems)
+    return dict(zip((c.id for c in cases), answers))
+
+
+@pytest.fixture(scope="module")
+def limit_results(default_limits_page):
+    return run_cases(default_limits_page, CASES, "limits-")
+
+
+@pytest.fixture(scope="module")
+def split_results(default_limits_page):
+    page = default_limits_page
+    page.call("default_limits_helpers", "split_tables", 256)
+    try:
+        results = run_cases(page, EMBEDDING_CASES, "split-")
+    finally:
+        blocks = page.call("default_limits_helpers", "split_tables", None)
+    return results, blocks
+
+
+def test_device_enforces_the_default_limits(default_limits_page):
+    assert default_limits_page.limits == DEFAULT_LIMITS
+    assert default_limits_page.over_limit_error is not None and "over_16k" in default_limits_page.over_limit_error
+
+
+def test_every_limit_case_exists():
+    assert len(CASES) == len(LIMIT_CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_op(case, limit_results):
+    answer = limit_results[case.id]
+    assert "error" not in answer, answer.get("error")
+    check_case(case, answer)
+
+
+@pytest.mark.parametrize("case", EMBEDDING_CASES, ids=lambda c: c.id)
+def test_embedding_split_by_row_blocks(case, split_results):
+    results, blocks = split_results
+    assert len(blocks) == len(EMBEDDING_CASES) and all(len(b) > 1 for b in blocks)
+    answer = results[case.id]
+    assert "error" not in answer, answer.get("error")
+    check_case(case, answer)
+
+
+def test_tiny_llama(default_limits_page, tmp_path_factory):
+    page = default_limits_page
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = {ks: tiny_llama_trace(folder, False, ks) for ks in ("cpu", "gpu")}
+    (page.server.files_dir / "tiny_llama_default_limits.pte").write_bytes(traces["cpu"].pte)
+    jobs = [["/files/tiny_llama_default_limits.pte", trace.runs, ks, [], False, None] for ks, trace in traces.items()]
+    answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
+    for answer in answers:
+        assert "error" not in answer, answer.get("error")
+        check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
