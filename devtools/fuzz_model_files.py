@@ -127,8 +127,7 @@ def check_manifest(text: str) -> str:
     for name in ("vocab_size", "max_prefill_tokens", "max_context_len"):
         assert isinstance(geometry[name], int) and geometry[name] > 0, name
     assert all(0 <= token["id"] < geometry["vocab_size"] for token in manifest["special_tokens"]["eos"])
-    if manifest.get("chat_template") is not None:  # None passes the check (docs/reliability.md)
-        ChatTemplate.from_template_string(manifest["chat_template"])
+    ChatTemplate.from_template_string(manifest["chat_template"])
     for name in (manifest["pte"]["file"], manifest["tokenizer"]["file"]):
         assert "/" not in name and "\\" not in name and name not in (".", ".."), f"file name {name!r} outside the manifest's folder"
     return "accepted"

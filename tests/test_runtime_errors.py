@@ -152,7 +152,7 @@ VALID_MANIFEST = {
     "model": {"vocab_size": 100, "max_prefill_tokens": 31, "max_context_len": 64},
     "tokenizer": {"file": "absent.tokenizer.json", "add_bos": False},
     "special_tokens": {"bos": None, "eos": [{"id": 2, "text": "</s>"}]},
-    "chat_template": None,
+    "chat_template": "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}",
 }
 
 DELETE = object()
@@ -199,6 +199,10 @@ def _changed(path: str, value):
         (_changed("special_tokens.eos", [{"id": 100}]), r"'special_tokens\.eos\[0\]\.id' must be a token id below the vocabulary's 100, not 100"),
         (_changed("special_tokens.eos", [2]), r"'special_tokens\.eos\[0\]\.id' must be a token id .*, not None"),
         (_changed("chat_template", 7), r"'chat_template' must be a Jinja template string, not 7"),
+        (_changed("chat_template", DELETE), r"the model's manifest .*model\.json has no 'chat_template' \(the chat needs"),
+        (_changed("chat_template", None), r"the model's manifest .*model\.json has no 'chat_template'"),
+        (_changed("chat_template", ""), r"the model's manifest .*model\.json has no 'chat_template'"),
+        (_changed("chat_template", "{{ messages }}"), r"'chat_template': unsupported chat template: only ChatML and Llama 3"),
     ],
 )
 def test_a_bad_manifest_is_refused_before_the_download(tmp_path, manifest, message):

@@ -83,12 +83,17 @@ def parse_manifest(text: str, location: str) -> dict:
                 f"the model's manifest {location}: 'special_tokens.eos[{index}].id' must be a token id "
                 f"below the vocabulary's {vocab_size}, not {token_id!r}"
             )
-    if manifest.get("chat_template") is not None:
-        template = field("chat_template", lambda v: isinstance(v, str), "a Jinja template string")
-        try:
-            ChatTemplate.from_template_string(template)
-        except ValueError as error:
-            raise ModelFileError(f"the model's manifest {location}: 'chat_template': {error}") from None
+    # LanguageModel cannot go without one: a model exported without its tokenizer's template
+    # (a base model) is refused here rather than after its download.
+    if manifest.get("chat_template") in (None, ""):
+        raise ModelFileError(
+            f"the model's manifest {location} has no 'chat_template' (the chat needs the model's template: ChatML or Llama 3)"
+        )
+    template = field("chat_template", lambda v: isinstance(v, str), "a Jinja template string")
+    try:
+        ChatTemplate.from_template_string(template)
+    except ValueError as error:
+        raise ModelFileError(f"the model's manifest {location}: 'chat_template': {error}") from None
     return manifest
 
 
