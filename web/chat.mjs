@@ -88,8 +88,16 @@ function lose(message) {
   phase = "lost";
   if (turn) finishTurn("error", message);
   ui.noticeText.textContent = message;
+  ui.reloadModel.hidden = false;
   ui.notice.hidden = false;
   updateControls();
+}
+
+// Something the reader should know that needs no reload (the model could not be cached).
+function note(message) {
+  ui.noticeText.textContent = message;
+  ui.reloadModel.hidden = true;
+  ui.notice.hidden = false;
 }
 
 // --- messages --------------------------------------------------------------------------
@@ -304,6 +312,7 @@ async function loadModel(choice) {
   }
   if (abort.signal.aborted) return;
   loader.progressDone(file.fromCache);
+  if (file.notKept) note(file.notKept);
   if (!file.fromCache) picker.refreshCached();
   downloading = false;
   loader.setStatus(lastWorkerStatus);

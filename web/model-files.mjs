@@ -42,13 +42,15 @@ const MANIFEST_FORMAT = "pywebgpu.llama-export";
 const MANIFEST_VERSION = 1;
 
 const isPositiveInteger = (v) => Number.isInteger(v) && v > 0;
-// The fields the page reads (the worker's LanguageModel.load checks the ones it reads).
+// The fields the page reads, and the chat template without which the worker's
+// LanguageModel.load (which checks every field it reads) refuses the model after its download.
 const MANIFEST_FIELDS = [
   ["pte.file", (v) => typeof v === "string" && v !== "", "a file name"],
   ["pte.bytes", isPositiveInteger, "a positive integer"],
   ["pte.sha256", (v) => typeof v === "string" && /^[0-9a-f]{64}$/.test(v), "64 lowercase hex digits"],
   ["model.vocab_size", isPositiveInteger, "a positive integer"],
   ["model.dim", isPositiveInteger, "a positive integer"],
+  ["chat_template", (v) => typeof v === "string" && v !== "", "the model's chat template (a Jinja template string)"],
 ];
 
 function checkManifest(manifest, manifestUrl) {
@@ -118,8 +120,9 @@ function damagedChunk(expected, index) {
 // size, reporting progress, and checks it: chunk by chunk as it comes where the manifest
 // has chunk sha256s (the wheel's checked_read.mjs and chunk_hasher.js, which
 // LanguageModel.load's own download runs too, copied to vendor/ by devtools/bundle.py),
-// else its sha256 after. A stream that fails is rethrown as it is.
-async function readChecked(response, expected, onProgress) {
+// else its sha256 after. A stream that fails is rethrown as it is, unless `resume` (see
+// readModelBody) gives the response to go on with.
+async function readChecked(response, expected, onProgress, resume = null) {
   onProgress(0, expected.bytes);
   const read = await readModelBody(response, expected.bytes, {
     onProgress,
@@ -127,6 +130,7 @@ async function readChecked(response, expected, onProgress) {
     chunkBytes: expected.chunk_bytes,
     chunkSha256: expected.chunk_sha256 ?? null,
     hasherUrl: new URL("./vendor/chunk-hasher.js", import.meta.url),
+    resume,
   });
   if (read.tooLarge) throw new DamagedModelError(`larger than the ${bytes(expected.bytes)} bytes its manifest says`);
   if (read.damagedChunk >= 0) throw damagedChunk(expected, read.damagedChunk);
@@ -149,29 +153,81 @@ export async function readLocalModelFile(file, manifest, { onProgress = () => {}
   }
 }
 
-// Downloads and checks the .pte.
-async function download(url, expected, onProgress, signal) {
+// A download that breaks off is taken up again this many times in a row without a new
+// byte coming, waiting a second longer before each.
+const RETRIES = 3;
+const RETRY_WAIT_MS = 1000;
+
+// GET `url` (from byte `from` on, where the server can); a DownloadError names an HTTP
+// error, a network failure is thrown as it is.
+async function fetchFrom(url, from, signal) {
+  const response = await fetch(url, { cache: "no-store", signal, headers: from > 0 ? { Range: `bytes=${from}-` } : {} });
+  if (response.status === 206 && !response.headers.get("Content-Range")?.startsWith(`bytes ${from}-`)) {
+    throw new DownloadError(`The model download failed: the server answered a request for the bytes from ${bytes(from)} of ${url} with others (Content-Range: ${response.headers.get("Content-Range")}).`);
+  }
+  if (!response.ok) throw new DownloadError(`The model download failed: the server answered HTTP ${response.status} for ${url}.`);
+  return response;
+}
+
+// Downloads and checks the .pte. A download that breaks off goes on from the bytes it has
+// (an HTTP Range request; a server that ignores it sends the whole file, which starts
+// the read over), saying so in `onStatus`.
+async function download(url, expected, onProgress, onStatus, signal) {
   let response;
   try {
-    response = await fetch(url, { cache: "no-store", signal });
+    response = await fetchFrom(url, 0, signal);
   } catch (error) {
+    if (error instanceof DownloadError) throw error;
     throw new DownloadError(`The model download failed (${error.message}). Check your connection and reload.`);
   }
-  if (!response.ok) {
-    throw new DownloadError(`The model download failed: the server answered HTTP ${response.status} for ${url}.`);
-  }
-  let received = 0;
+  let failures = 0, lastBreak = -1;
+  const resume = async (received, error) => {
+    failures = received > lastBreak ? 1 : failures + 1;
+    lastBreak = received;
+    for (;;) {
+      if (signal?.aborted || failures > RETRIES) throw error;
+      onStatus(`The download broke off after ${bytes(received)} of ${bytes(expected.bytes)} bytes (${error.message}); trying again…`);
+      await new Promise((done) => setTimeout(done, RETRY_WAIT_MS * failures));
+      try {
+        const next = await fetchFrom(url, received, signal);
+        onStatus(next.status === 206 ? `Downloading the model from byte ${bytes(received)} on…` : "Downloading the model again from its start (the server cannot send the rest alone)…");
+        return next;
+      } catch (failure) {
+        if (failure instanceof DownloadError || signal?.aborted) throw failure;
+        error = failure;
+        failures += 1;
+      }
+    }
+  };
   try {
-    return await readChecked(response, expected, (done, total) => onProgress((received = done), total));
+    return await readChecked(response, expected, onProgress, resume);
   } catch (error) {
-    if (error instanceof DamagedModelError) throw error;
-    throw new DownloadError(`The model download broke off after ${bytes(received)} bytes (${error.message}). Reload to try again.`);
+    if (error instanceof DamagedModelError || error instanceof DownloadError) throw error;
+    throw new DownloadError(
+      `The model download broke off after ${bytes(Math.max(lastBreak, 0))} of ${bytes(expected.bytes)} bytes and could not be taken up again (${error.message}). Check your connection and reload to try again.`,
+    );
   }
 }
 
+// What the reader should know when the verified file could not be kept (the Cache API
+// refused it): the bytes it needs and, where the browser says, the room this site has.
+async function notKeptMessage(error, size) {
+  let room = "";
+  try {
+    const { quota, usage } = await navigator.storage.estimate();
+    if (quota > 0) room = ` This site may keep ${bytes(Math.max(quota - usage, 0))} more bytes.`;
+  } catch {
+    // No estimate: the message goes without it.
+  }
+  const why = error.name === "QuotaExceededError" ? "has no room for it" : `refused it (${error.name}: ${error.message})`;
+  return `This browser's storage ${why}: the model needs ${bytes(size)} bytes.${room} It runs from this download, and the next visit downloads it again; deleting models kept in the Model panel, or freeing disk space, makes room.`;
+}
+
 // The .pte as a verified ArrayBuffer: from the cache when it holds a good copy, else
-// downloaded (and cached once verified). A damaged cached copy is deleted, so a reload
-// downloads it again.
+// downloaded (and cached once verified, in place of any copy of another version of the
+// file: the cache key names the sha256, so such a copy is never read). A damaged cached
+// copy is deleted, so a reload downloads it again. Returns {buffer, fromCache, notKept}:
+// notKept is null, or the message saying why the download could not be cached.
 // `name` is the model's, kept with the cached copy for listCachedModels; `signal` aborts
 // the download.
 export async function loadModelFile(manifestUrl, manifest, { name = "", signal, onProgress = () => {}, onStatus = () => {} } = {}) {
@@ -184,7 +240,7 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
   if (cached) {
     onStatus("Checking the cached model file…");
     try {
-      return { buffer: await readChecked(cached, expected, () => {}), fromCache: true };
+      return { buffer: await readChecked(cached, expected, () => {}), fromCache: true, notKept: null };
     } catch (error) {
       await cache.delete(key);
       if (error instanceof DamagedModelError) throw error;
@@ -196,7 +252,7 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
   const buffer = await download(pteUrl, expected, (done, total) => {
     onProgress(done, total);
     if (done === total) onStatus("Checking the downloaded model file…");
-  }, signal);
+  }, onStatus, signal);
   // Older versions of the same file are dead weight once a new one is verified.
   for (const request of await cache.keys()) {
     const url = new URL(request.url);
@@ -208,10 +264,9 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
     const headers = { "Content-Type": "application/octet-stream", "Content-Length": String(buffer.byteLength) };
     await cache.put(key, new Response(buffer, { headers: { ...headers, [NAME_HEADER]: encodeURIComponent(name), [MANIFEST_HEADER]: manifestUrl } }));
   } catch (error) {
-    // No room (quota) or no Cache API storage: this visit still works, the next downloads again.
-    console.warn(`The model could not be cached: ${error.message}`);
+    return { buffer, fromCache: false, notKept: await notKeptMessage(error, expected.bytes) };
   }
-  return { buffer, fromCache: false };
+  return { buffer, fromCache: false, notKept: null };
 }
 
 // The cached model files: [{key, name, manifestUrl, bytes}], by name.

@@ -15,17 +15,38 @@
 // sha256s, no Worker here, or a hasher that failed to start).
 // onProgress(received, expectedSize) comes once `progressStep` more bytes have come (by
 // default a hundredth of the size: each report crosses into Python there) and at the end.
+// A body whose stream fails is rethrown as it is, unless `resume(received, error)` gives
+// the response to go on with: a 206 (Partial Content) continues after the `received`
+// bytes, anything else is the whole file again and the read starts over; resume throws to
+// give up.
 export async function readModelBody(
-  response, expectedSize, { onProgress = null, progressStep = expectedSize / 100, chunkBytes = 0, chunkSha256 = null, hasherUrl = null } = {},
+  response, expectedSize,
+  { onProgress = null, progressStep = expectedSize / 100, chunkBytes = 0, chunkSha256 = null, hasherUrl = null, resume = null } = {},
 ) {
-  const reader = response.body.getReader();
+  let reader = response.body.getReader();
   const data = new Uint8Array(expectedSize);
-  const hasher = chunkSha256 && hasherUrl ? startHasher(hasherUrl, chunkSha256, Math.min(chunkBytes, expectedSize)) : null;
+  const newHasher = () => (chunkSha256 && hasherUrl ? startHasher(hasherUrl, chunkSha256, Math.min(chunkBytes, expectedSize)) : null);
+  let hasher = newHasher();
   const result = { data: null, verified: false, damagedChunk: -1, tooLarge: false };
   let received = 0, reported = 0;
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      let piece;
+      try {
+        piece = await reader.read();
+      } catch (error) {
+        if (!resume) throw error;
+        const next = await resume(received, error);
+        reader = next.body.getReader();
+        if (next.status !== 206) {
+          hasher?.close();
+          hasher = newHasher();
+          received = reported = 0;
+          onProgress?.(0, expectedSize);
+        }
+        continue;
+      }
+      const { done, value } = piece;
       if (done) break;
       if (received + value.length > expectedSize) {
         await reader.cancel();
