@@ -1,10 +1,10 @@
 """The chat page's model download when things go wrong (web/model-files.mjs): a connection
 dropped part way through the .pte goes on from the bytes received (an HTTP Range request)
 or, where the server cannot send a range, starts over; one that keeps breaking off ends
-with a message and leaves nothing in the cache; a Cache API quota error is reported with
-the model's size while the model runs from the download; a cached copy of an older
-version of the file is replaced, never read; a manifest without a chat template is
-refused before the download.
+with a message and leaves nothing in the cache; a Cache API quota error, or no Cache API
+at all, is reported with the model's size while the model runs from the download; a
+cached copy of an older version of the file is replaced, never read; a manifest without
+a chat template is refused before the download.
 
 The model is the tiny Llama of test_model_picker.py, its manifest given chunk sha256s of
 CHUNK_BYTES, so that a cut falls after chunks already checked and inside one. The cuts
@@ -222,6 +222,27 @@ def test_a_full_cache_is_reported_with_the_size_and_the_model_runs_from_the_down
     assert page.evaluate(CACHE_KEYS) == []
     check_reply(page, model)
     assert len(pte_requests) == 1
+    assert not problems.take()
+
+
+# Storage blocked (as a browser's settings may block it): no Cache API for the page.
+NO_CACHE_API = """CacheStorage.prototype.open = function () {
+    return Promise.reject(new DOMException("Access to storage is not allowed.", "SecurityError"));
+};"""
+
+
+def test_no_cache_api_is_reported_and_the_model_runs_from_the_download(open_chat, model):
+    page, problems, pte_requests = open_chat(init_script=NO_CACHE_API)
+    wait_ready(page)
+    page.wait_for_selector("#notice:not([hidden])")
+    notice = page.inner_text("#notice-text")
+    size = model.manifest["pte"]["bytes"]
+    assert "This browser does not let the page keep the model (SecurityError: Access to storage is not allowed.)" in notice, notice
+    assert f"it runs from this download of {size:,} bytes, and the next visit downloads it again" in notice, notice
+    assert len(pte_requests) == 1
+    page.click("#picker-toggle")
+    page.wait_for_function("document.getElementById('cached-empty').textContent.startsWith('This browser keeps no models')")
+    assert page.is_visible("#cached-empty") and page.locator("#cached-models li").count() == 0
     assert not problems.take()
 
 

@@ -210,8 +210,12 @@ async function download(url, expected, onProgress, onStatus, signal) {
 }
 
 // What the reader should know when the verified file could not be kept (the Cache API
-// refused it): the bytes it needs and, where the browser says, the room this site has.
+// refused it, or the browser gives this page none): the bytes it needs and, where the
+// browser says, the room this site has.
 async function notKeptMessage(error, size) {
+  if (error.name !== "QuotaExceededError") {
+    return `This browser does not let the page keep the model (${error.name}: ${error.message}): it runs from this download of ${bytes(size)} bytes, and the next visit downloads it again.`;
+  }
   let room = "";
   try {
     const { quota, usage } = await navigator.storage.estimate();
@@ -219,8 +223,7 @@ async function notKeptMessage(error, size) {
   } catch {
     // No estimate: the message goes without it.
   }
-  const why = error.name === "QuotaExceededError" ? "has no room for it" : `refused it (${error.name}: ${error.message})`;
-  return `This browser's storage ${why}: the model needs ${bytes(size)} bytes.${room} It runs from this download, and the next visit downloads it again; deleting models kept in the Model panel, or freeing disk space, makes room.`;
+  return `This browser's storage has no room for it: the model needs ${bytes(size)} bytes.${room} It runs from this download, and the next visit downloads it again; deleting models kept in the Model panel, or freeing disk space, makes room.`;
 }
 
 // The .pte as a verified ArrayBuffer: from the cache when it holds a good copy, else
@@ -234,9 +237,14 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
   const expected = manifest.pte;
   const pteUrl = new URL(expected.file, new URL(manifestUrl, location.href)).href;
   const key = cacheKey(pteUrl, expected.sha256);
-  const cache = await caches.open(CACHE_NAME);
+  let cache = null, noCache = null;
+  try {
+    cache = await caches.open(CACHE_NAME);
+  } catch (error) {
+    noCache = error; // storage blocked in the browser's settings: the download still serves
+  }
 
-  const cached = await cache.match(key);
+  const cached = await cache?.match(key);
   if (cached) {
     onStatus("Checking the cached model file…");
     try {
@@ -253,6 +261,7 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
     onProgress(done, total);
     if (done === total) onStatus("Checking the downloaded model file…");
   }, onStatus, signal);
+  if (!cache) return { buffer, fromCache: false, notKept: await notKeptMessage(noCache, expected.bytes) };
   // Older versions of the same file are dead weight once a new one is verified.
   for (const request of await cache.keys()) {
     const url = new URL(request.url);
@@ -269,7 +278,8 @@ export async function loadModelFile(manifestUrl, manifest, { name = "", signal, 
   return { buffer, fromCache: false, notKept: null };
 }
 
-// The cached model files: [{key, name, manifestUrl, bytes}], by name.
+// The cached model files: [{key, name, manifestUrl, bytes}], by name; throws where the
+// browser gives this page no Cache API.
 export async function listCachedModels() {
   const cache = await caches.open(CACHE_NAME);
   const models = [];

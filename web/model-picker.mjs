@@ -116,7 +116,15 @@ export function initPicker({ limits, onLoad }) {
   const open = (promise) => promise.then(show, (error) => showError(error.message));
 
   async function refreshCached() {
-    const models = await listCachedModels();
+    let models;
+    try {
+      models = await listCachedModels();
+    } catch (error) {
+      ui.cached.replaceChildren();
+      ui.cachedEmpty.textContent = `This browser keeps no models for this page (${error.name}: ${error.message}).`;
+      ui.cachedEmpty.hidden = false;
+      return;
+    }
     ui.cachedEmpty.hidden = models.length > 0;
     ui.cached.replaceChildren(
       ...models.map((model) => {
