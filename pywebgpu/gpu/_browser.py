@@ -99,6 +99,19 @@ _WRITE_RANGES_JS = """
 """
 
 
+# Creates a bind group inside a validation error scope, so that its error (a binding of
+# the wrong size, usage or type) reaches `errors` as [label, message], named by its
+# kernel, and not only as the errors it causes later in a submit.
+_CREATE_BIND_GROUP_JS = """
+(device, descriptor, errors) => {
+  device.pushErrorScope("validation");
+  const group = device.createBindGroup(descriptor);
+  device.popErrorScope().then((error) => { if (error) errors.push([descriptor.label, error.message]); });
+  return group;
+}
+"""
+
+
 def _byte_view(data):
     """A Uint8Array over a JS ArrayBuffer or typed array: writeBuffer counts a typed
     array's offsets in its elements, a byte view's in bytes. No copy through Python."""
@@ -154,6 +167,8 @@ class BrowserDevice(Device):
         raw.addEventListener("uncapturederror", self._on_error)
         self._encode_and_submit = run_js(_ENCODE_AND_SUBMIT_JS)
         self._write_ranges = run_js(_WRITE_RANGES_JS)
+        self._create_bind_group = run_js(_CREATE_BIND_GROUP_JS)
+        self._bind_group_errors = js.Array.new()  # [label, message] of each refused bind group
         self._held_writes: list = []  # [Buffer, offset, start in _held_data, size, ...]
         self._held_data = bytearray(HELD_DATA_CAPACITY)
         self._held_data_js = js.Uint8Array.new(HELD_DATA_CAPACITY)
@@ -255,6 +270,7 @@ class BrowserDevice(Device):
     def _raw_destroy_buffer(self, buffer):
         self._hand_over_writes()
         buffer.handle.destroy()
+        self._write_lists.clear()  # a kept list may name the buffer, which would then stay alive
 
     async def _raw_compute_pipeline(self, wgsl, label, entry_point, constants):
         module = self.raw.createShaderModule(_js({"code": wgsl, "label": label}))
@@ -274,18 +290,23 @@ class BrowserDevice(Device):
         return pipeline, pipeline.getBindGroupLayout(0)
 
     def _raw_bind_group(self, pipeline, entries, label):
-        return self.raw.createBindGroup(
-            _js(
-                {
-                    "label": label,
-                    "layout": pipeline.bind_group_layout,
-                    "entries": [
-                        {"binding": binding, "resource": {"buffer": buffer.handle, "offset": offset, "size": size}}
-                        for binding, buffer, offset, size in entries
-                    ],
-                }
-            )
-        )
+        descriptor = {
+            "label": label,
+            "layout": pipeline.bind_group_layout,
+            "entries": [
+                {"binding": binding, "resource": {"buffer": buffer.handle, "offset": offset, "size": size}}
+                for binding, buffer, offset, size in entries
+            ],
+        }
+        return self._create_bind_group(self.raw, _js(descriptor), self._bind_group_errors)
+
+    def _raise_pending_errors(self):
+        # A refused bind group comes first: the errors of the submits that used it follow from it.
+        if self._bind_group_errors.length:
+            refused = [f"bind group for kernel {label!r}: {message}" for label, message in self._bind_group_errors.to_py()]
+            self._bind_group_errors.length = 0
+            self._pending_errors[:0] = refused
+        super()._raise_pending_errors()
 
     async def _raw_synchronize(self):
         self._hand_over_writes()

@@ -164,23 +164,47 @@ class NativeDevice(Device):
                         _, src, src_offset, dst, dst_offset, size = command
                         encoder.copy_buffer_to_buffer(src.handle, src_offset, dst.handle, dst_offset, size)
                     else:
-                        self._submit_encoder(encoder, label, None)
+                        self._submit_encoder(encoder, recorders, label, None)
                         encoder = self.raw.create_command_encoder()
         if compute_pass is not None:
             compute_pass.end()
         if timer:
             encoder.resolve_query_set(timer.query_set, 0, 2, timer.resolved.handle, 0)
         finish = None if read is None else self._read_back(encoder, read)
-        self._submit_encoder(encoder, label, read)
+        self._submit_encoder(encoder, recorders, label, read)
         return finish
 
-    def _submit_encoder(self, encoder, label, read):
+    def _submit_encoder(self, encoder, recorders, label, read):
         try:
             self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
             if not label and read is not None:
                 raise GPUError(f"reading buffer {read[0].label!r}: {error}") from None
+            failing = self._refused_kernel(recorders)
+            if failing is not None:
+                raise GPUError(f"kernel {failing!r} cannot run: {error}") from None
             raise GPUError(f"submitting work (last kernel {label!r}): {error}") from None
+
+    def _refused_kernel(self, recorders) -> str | None:
+        """The label of the first dispatch of `recorders` that wgpu-native refuses on its
+        own (each encoded alone, never submitted), so that an error names its kernel
+        rather than the submission's last."""
+        for recorder in recorders:
+            for command in recorder.commands:
+                if command[0] != Recorder.DISPATCH:
+                    continue
+                _, pipeline, bind_group, x, y, z = command
+                try:
+                    encoder = self.raw.create_command_encoder()
+                    compute_pass = encoder.begin_compute_pass()
+                    compute_pass.set_pipeline(pipeline.handle)
+                    compute_pass.set_bind_group(0, bind_group.handle)
+                    compute_pass.dispatch_workgroups(x, y, z)
+                    compute_pass.end()
+                    encoder.finish()
+                except wgpu.GPUError:
+                    return pipeline.label
+        return None
 
     async def _raw_synchronize(self):
         # A readback waits for all earlier submissions. (wgpu 0.32's

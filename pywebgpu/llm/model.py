@@ -46,19 +46,34 @@ async def _read_text(location: str) -> str:
 # The download's loop runs in JS (checked_read.mjs), as a Python loop would cross into JS
 # several times a piece; it checks the manifest's chunk sha256s in a Worker as the pieces
 # come (chunk_hasher.js). Both are the wheel's files, started from Blobs, so the pages the
-# wheel runs in need not serve them.
-_READ_BODY_JS = """async (moduleSource, hasherSource, response, expectedSize, onProgress, chunkBytes, chunkSha256) => {
+# wheel runs in need not serve them. The module is imported once per page: a page keeps
+# every module it imports for good, so a new Blob's import each load would stay.
+_READ_BODY_JS = """(() => {
   const blobUrl = (source) => URL.createObjectURL(new Blob([source], {type: "text/javascript"}));
-  const moduleUrl = blobUrl(moduleSource);
-  const hasherUrl = chunkSha256 ? blobUrl(hasherSource) : null;
-  try {
-    const {readModelBody} = await import(moduleUrl);
-    return await readModelBody(response, expectedSize, {onProgress, chunkBytes, chunkSha256, hasherUrl});
-  } finally {
-    URL.revokeObjectURL(moduleUrl);
-    if (hasherUrl) URL.revokeObjectURL(hasherUrl);
-  }
-}"""
+  let imported = null;
+  return async (moduleSource, hasherSource, response, expectedSize, onProgress, chunkBytes, chunkSha256) => {
+    if (imported === null) {
+      const moduleUrl = blobUrl(moduleSource);
+      imported = import(moduleUrl).finally(() => URL.revokeObjectURL(moduleUrl));
+      imported.catch(() => { imported = null; });
+    }
+    const {readModelBody} = await imported;
+    const hasherUrl = chunkSha256 ? blobUrl(hasherSource) : null;
+    try {
+      return await readModelBody(response, expectedSize, {onProgress, chunkBytes, chunkSha256, hasherUrl});
+    } finally {
+      if (hasherUrl) URL.revokeObjectURL(hasherUrl);
+    }
+  };
+})()"""
+
+
+@functools.cache
+def _read_body():
+    """_READ_BODY_JS's function, made once (it holds the imported module)."""
+    from pyodide.code import run_js
+
+    return run_js(_READ_BODY_JS)
 
 
 def _package_text(name: str) -> str:
@@ -72,14 +87,13 @@ async def _read_model_bytes(location: str, expected: dict, on_progress):
     if not IN_BROWSER:
         with open(location, "rb") as file:
             return file.read(), False
-    from pyodide.code import run_js
     from pyodide.ffi import create_proxy, to_js
 
     response = await _fetch(location)
     progress = create_proxy(on_progress) if on_progress else None
     chunk_sha256 = expected.get("chunk_sha256")
     try:
-        result = await run_js(_READ_BODY_JS)(
+        result = await _read_body()(
             _package_text("checked_read.mjs"), _package_text("chunk_hasher.js"), response, expected["bytes"], progress,
             expected.get("chunk_bytes"), to_js(chunk_sha256) if chunk_sha256 else None,
         )

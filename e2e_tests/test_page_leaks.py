@@ -1,0 +1,200 @@
+"""Nothing leaks or grows in the page (Pyodide on the main thread, WebGPU on SwiftShader),
+through the Python the chat page runs: 20 load/close cycles of the bundled model on one
+device, each with a short greedy reply (the device's counts of bytes and buffers back to
+their start after each close; the JS heap, its ArrayBuffers, Pyodide's wasm memory and
+the Python objects the collector tracks flat after the first cycle), and a generation of
+2,000+ tokens by the tiny Llama over context resets (GPU bytes and buffers constant; the
+JS heap, wasm memory and Python heap flat after a warm-up)."""
+
+import json
+
+import pytest
+
+from conftest import open_page
+from devtools.browser import PythonPage
+from devtools.fuzz_model_files import cut_tokenizer
+from llama_fixtures import LONG_MAX_SEQ_LEN, TINY_VOCAB, _tiny_llama_export
+from test_chat_page import bundled_model  # noqa: F401 (fixture)
+
+CYCLES = 20
+REPLY_TOKENS = 4
+WARM_UP_TOKENS = 1000
+GENERATED_TOKENS = 2000
+# SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
+TOKENIZER_MERGES = 150
+
+# Growth allowed over cycles 2-20, after the first has filled the caches (pipelines,
+# kernel sources, JIT code): V8's heap grows a little more as its optimizing compiler
+# takes up hot functions, but a load's objects kept each cycle (765 buffers' wrappers, a
+# module imported per load) would pass 256 KiB; ArrayBuffers hold the downloads (the .pte
+# is 128 MB) and nothing should stay; a model kept in Python would keep thousands of the
+# collector's objects each cycle (a Buffer for each of its 765 buffers alone).
+CYCLE_JS_HEAP_BYTES = 256 * 1024
+CYCLE_ARRAY_BUFFER_BYTES = 4 * 1024
+CYCLE_PYTHON_OBJECTS = 2000
+# Growth allowed over GENERATED_TOKENS after WARM_UP_TOKENS: anything kept per token (a
+# JS object is 16 bytes at least, a Python one 32 with tracemalloc's accounting) would
+# pass these.
+TOKEN_JS_HEAP_BYTES = 24 * 1024
+TOKEN_PYTHON_HEAP_BYTES = 32 * 1024
+
+PAGE_SOURCE = """
+import gc, tracemalloc
+from pywebgpu.gpu import request_device
+from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
+
+GREEDY = SamplingParams(temperature=0)
+state = {}
+
+def counts():
+    device = state["device"]
+    return [device.allocated_bytes, device.allocated_buffers]
+
+async def open_device():
+    state["device"] = await request_device()
+    return counts()
+
+async def _reply(chat, text, max_tokens):
+    return "".join([piece async for piece in chat.send(text, sampling=GREEDY, max_tokens=max_tokens)])
+
+async def cycle(manifest_url, max_tokens):
+    model = await LanguageModel.load(manifest_url, device=state["device"])
+    loaded = counts()
+    text = await _reply(ChatSession(model), "Hello", max_tokens)
+    model.close()
+    del model
+    gc.collect()
+    return {"loaded": loaded, "closed": counts(), "text": text, "objects": len(gc.get_objects())}
+
+async def open_model(manifest_url):
+    state["model"] = await LanguageModel.load(manifest_url, device=state["device"])
+    state["chat"] = ChatSession(state["model"])
+    return state["model"].max_context
+
+async def generation_round(traced):
+    if traced and not tracemalloc.is_tracing():
+        tracemalloc.start()
+    chat = state["chat"]
+    chat.reset()
+    await _reply(chat, "Go", state["model"].max_context)
+    gc.collect()
+    return {"stats": dict(chat.stats), "counts": counts(), "python": tracemalloc.get_traced_memory()[0]}
+"""
+
+
+class PageHeaps:
+    """The page's JS heap (V8's used size, as performance.memory's usedJSHeapSize, and its
+    ArrayBuffers' backing stores) and Pyodide's wasm memory, after full garbage
+    collections: the least of a few, since work the page has in flight (a pipeline
+    compiling) holds memory until it settles."""
+
+    PASSES = 3
+
+    def __init__(self, page):
+        self.page = page
+        self.cdp = page.context.new_cdp_session(page)
+
+    def measure(self) -> dict:
+        passes = []
+        for _ in range(self.PASSES):
+            self.page.evaluate("async () => (await window.pyodideReady).runPython('import gc; gc.collect()')")
+            self.cdp.send("HeapProfiler.collectGarbage")
+            usage = self.cdp.send("Runtime.getHeapUsage")
+            passes.append((usage["usedSize"], usage["backingStorageSize"]))
+            self.page.wait_for_timeout(200)
+        wasm = self.page.evaluate("async () => (await window.pyodideReady)._module.HEAP8.buffer.byteLength")
+        return {"js": min(p[0] for p in passes), "array_buffers": min(p[1] for p in passes), "wasm": wasm}
+
+
+@pytest.fixture(scope="module")
+def tiny_chat_model(web_server, bundled_model):
+    """/files/ URL of the tiny Llama's manifest (a context of 2 * LONG_MAX_SEQ_LEN) naming
+    a cut SmolLM2 tokenizer and SmolLM2's chat template and end token."""
+    export = _tiny_llama_export(str(web_server.files_dir), False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
+    tokenizer = cut_tokenizer(json.loads(bundled_model.with_suffix(".tokenizer.json").read_text()), TOKENIZER_MERGES)
+    assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
+    tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
+    tokenizer_path.write_text(json.dumps(tokenizer))
+    bundled = json.loads(bundled_model.read_text())
+    manifest = json.loads(export.manifest_path.read_text())
+    manifest.update(
+        tokenizer={"file": tokenizer_path.name, "add_bos": False},
+        special_tokens=bundled["special_tokens"],
+        chat_template=bundled["chat_template"],
+    )
+    export.manifest_path.write_text(json.dumps(manifest))
+    return f"/files/{export.manifest_path.name}"
+
+
+@pytest.fixture
+def leak_page(fresh_page):
+    """Python in a page of its own, with PAGE_SOURCE as `leaks`, and its heaps."""
+    page, problems = fresh_page()
+    python = PythonPage(page)
+    python.load_module("leaks", PAGE_SOURCE)
+    yield python, PageHeaps(page)
+    assert not problems.take()
+
+
+def _growth(rows, key):
+    return rows[-1][key] - rows[0][key]
+
+
+def test_load_close_cycles_leave_nothing(leak_page, bundled_model):
+    python, heaps = leak_page
+    start = python.call("leaks", "open_device")
+    rows = []
+    for cycle in range(CYCLES):
+        row = python.call("leaks", "cycle", f"/models/{bundled_model.name}", REPLY_TOKENS)
+        rows.append({**row, **heaps.measure()})
+        assert row["loaded"][0] > start[0] and row["closed"] == start, f"cycle {cycle}: {row}"
+        assert row["text"] == rows[0]["text"] and row["text"], f"cycle {cycle}: {row['text']!r}"
+    after_warm_up = rows[1:]
+    print("cycles:", {k: _growth(after_warm_up, k) for k in ("js", "array_buffers", "wasm", "objects")}, rows[-1])
+    assert _growth(after_warm_up, "js") < CYCLE_JS_HEAP_BYTES, rows
+    assert _growth(after_warm_up, "array_buffers") < CYCLE_ARRAY_BUFFER_BYTES, rows
+    # Wasm memory grows in steps of a fifth of its size: any growth at all is a leak.
+    assert _growth(after_warm_up, "wasm") == 0, rows
+    assert _growth(after_warm_up, "objects") < CYCLE_PYTHON_OBJECTS, rows
+
+
+@pytest.fixture(scope="module")
+def long_generation(chromium, web_server, tiny_chat_model):
+    """The rounds of a generation of WARM_UP_TOKENS, then GENERATED_TOKENS more, each
+    measured, in a page of its own; each round fills the context from a reset."""
+    page, problems = open_page(chromium, f"{web_server.url}/e2e/harness.html")
+    python = PythonPage(page)
+    python.load_module("leaks", PAGE_SOURCE)
+    heaps = PageHeaps(page)
+    start = python.call("leaks", "open_device")
+    python.call("leaks", "open_model", tiny_chat_model)
+    generated, rounds = 0, []
+    while generated < WARM_UP_TOKENS + GENERATED_TOKENS:
+        row = python.call("leaks", "generation_round", generated >= WARM_UP_TOKENS)
+        assert row["stats"]["stop_reason"] in ("context_full", "eos"), row
+        generated += row["stats"]["decode_tokens"]
+        if generated >= WARM_UP_TOKENS:
+            rounds.append({"generated": generated, **row, **heaps.measure()})
+    assert not problems.take()
+    page.context.close()
+    print("generation:", {k: _growth(rounds, k) for k in ("js", "array_buffers", "wasm", "python")}, rounds[-1])
+    return start, rounds
+
+
+def test_long_generation_does_not_grow(long_generation):
+    start, rounds = long_generation
+    assert rounds[-1]["generated"] - rounds[0]["generated"] >= GENERATED_TOKENS and len(rounds) > 3
+    assert {tuple(r["counts"]) for r in rounds} == {tuple(rounds[0]["counts"])} and rounds[0]["counts"][0] > start[0], rounds
+    assert _growth(rounds, "js") < TOKEN_JS_HEAP_BYTES, rounds
+    assert _growth(rounds, "array_buffers") < CYCLE_ARRAY_BUFFER_BYTES, rounds
+    assert _growth(rounds, "wasm") == 0, rounds
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect: the page's Python heap keeps about 30 bytes per token, allocated in C under the event "
+    "loop's callbacks (27-byte blocks; docs/reliability.md)",
+)
+def test_long_generation_python_heap_does_not_grow(long_generation):
+    _, rounds = long_generation
+    assert _growth(rounds, "python") < TOKEN_PYTHON_HEAP_BYTES, rounds
