@@ -10,6 +10,7 @@ to a non-local address.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ FIREFOX = os.environ.get("PYWEBGPU_FIREFOX", "/usr/bin/firefox-esr")
 LAVAPIPE_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 STARTUP_TIMEOUT_S = 120
 SHUTDOWN_TIMEOUT_S = 10
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 PREFS = {
     # WebGPU is off in Firefox ESR on Linux, and Mesa's lavapipe is on its blocklist.
@@ -101,6 +103,11 @@ class FirefoxError(RuntimeError):
     pass
 
 
+def _die_with_parent():
+    """In the child before exec: the kernel kills Firefox if the test process dies first."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class Firefox:
     """firefox-esr --headless in a fresh profile, a Marionette session to it; a context
     manager that kills the browser (its whole process group) and deletes the profile."""
@@ -129,12 +136,14 @@ class Firefox:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             port = self._marionette_port()
             self.marionette = Marionette(host="127.0.0.1", port=port, socket_timeout=self.script_timeout_s + 60)
             self.marionette.start_session(timeout=STARTUP_TIMEOUT_S)
             self.marionette.timeout.script = self.script_timeout_s
             self.marionette.timeout.page_load = STARTUP_TIMEOUT_S
+            self.first_tab = self.marionette.current_window_handle
             with self.marionette.using_context("chrome"):
                 self.marionette.execute_script(WATCH_PROBLEMS, new_sandbox=False, sandbox=None)
         except BaseException:
@@ -179,9 +188,11 @@ class Firefox:
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def open(self, url: str) -> FirefoxPage:
-        """The browser's one tab at `url`, loaded."""
+        """A new tab at `url`, loaded."""
+        handle = self.marionette.open(type="tab")["handle"]
+        self.marionette.switch_to_window(handle)
         self.marionette.navigate(url)
-        return FirefoxPage(self)
+        return FirefoxPage(self, handle)
 
     def take_problems(self) -> list[str]:
         """Console errors, page errors and non-local requests since the last call."""
@@ -197,13 +208,26 @@ class Firefox:
 
 
 class FirefoxPage:
-    """The loaded page, with Playwright's `evaluate(function_source, arg)`."""
+    """A loaded page in its own tab, with Playwright's `evaluate(function_source, arg)`."""
 
-    def __init__(self, firefox: Firefox):
+    def __init__(self, firefox: Firefox, handle: str):
         self.firefox = firefox
+        self.marionette = firefox.marionette
+        self.handle = handle
+
+    def _select(self):
+        if self.marionette.current_window_handle != self.handle:
+            self.marionette.switch_to_window(self.handle)
 
     def evaluate(self, function_source: str, arg=None):
-        answer = self.firefox.marionette.execute_async_script(EVALUATE, script_args=[function_source, arg], sandbox=None)
+        self._select()
+        answer = self.marionette.execute_async_script(EVALUATE, script_args=[function_source, arg], sandbox=None)
         if "error" in answer:
             raise FirefoxError(answer["error"])
         return answer["value"]
+
+    def close(self):
+        """Close the tab; the browser's first, blank one is selected."""
+        self._select()
+        self.marionette.close()
+        self.marionette.switch_to_window(self.firefox.first_tab)

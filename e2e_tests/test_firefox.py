@@ -4,7 +4,8 @@ page's greedy SmolLM2 reply, each against the same references as in Chromium.
 
 Firefox's adapter has no `subgroups` and 128 MiB storage bindings, and offers
 `shader-f16`: the runtime picks its kernels by those features, and so do the op cases'
-expectations. One Firefox serves the module; a harness page serves every Python test.
+expectations. One Firefox serves the module: a harness page in one tab every Python test,
+the chat page a tab of its own.
 """
 
 import json
@@ -16,7 +17,7 @@ import pytest
 from devtools.browser import PythonPage
 from devtools.firefox import Firefox
 from llama_fixtures import PROGRAMS, check_decode_resizes, tiny_llama_trace
-from op_harness import check_case
+from op_harness import check_case, export_case
 from test_chat_page import MAX_TOKENS, READY_OR_ERROR, bundled_model, eager_greedy_reply, user_turn_rest  # noqa: F401
 from test_llama_browser import run_and_check
 from test_ops_browser import CASES, run_cases
@@ -85,7 +86,13 @@ def test_adapter_is_lavapipe_without_subgroups(firefox_python):
 
 @pytest.fixture(scope="module")
 def firefox_op_results(_firefox_python):
-    return run_cases(_firefox_python)
+    started = time.perf_counter()
+    for case in CASES:  # exported first (once a session, shared with Chromium's op cases), to time Firefox's part alone
+        export_case(case)
+    exported = time.perf_counter()
+    results = run_cases(_firefox_python)
+    print(f"Firefox: op cases exported in {exported - started:.0f} s, run in {time.perf_counter() - exported:.0f} s")
+    return results
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -112,14 +119,16 @@ def test_chat_page_greedy_reply_matches_eager_pytorch(firefox, web_server, bundl
     firefox.take_problems()
     started = time.perf_counter()
     page = firefox.open(f"{web_server.url}/index.html?max_tokens={MAX_TOKENS}")
-    page.evaluate(WAIT_FOR, [READY_OR_ERROR, LOAD_TIMEOUT_S])
-    assert page.evaluate("() => document.getElementById('status').dataset.state") != "error", page.evaluate(
-        "() => document.getElementById('status').innerText"
-    )
-    print(f"Firefox: the chat page loaded the bundled model in {time.perf_counter() - started:.0f} s")
-    page.evaluate(SEND, question)
-    page.evaluate(WAIT_FOR, [REPLY_ENDED, REPLY_TIMEOUT_S])
-    reply = page.evaluate(LAST_REPLY)
+    try:
+        page.evaluate(WAIT_FOR, [READY_OR_ERROR, LOAD_TIMEOUT_S])
+        status = page.evaluate("() => [document.getElementById('status').dataset.state, document.getElementById('status').innerText]")
+        assert status[0] != "error", status[1]
+        print(f"Firefox: the chat page loaded the bundled model in {time.perf_counter() - started:.0f} s")
+        page.evaluate(SEND, question)
+        page.evaluate(WAIT_FOR, [REPLY_ENDED, REPLY_TIMEOUT_S])
+        reply = page.evaluate(LAST_REPLY)
+    finally:
+        page.close()
     assert reply["state"] == "done"
     assert reply["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
     assert int(reply["stats"]["prefilledTokens"]) == len(user_turn_rest(bundled_model, question))
