@@ -117,6 +117,7 @@ class Firefox:
         self.profile = Path(tempfile.mkdtemp(prefix="pywebgpu-firefox-"))
         self.process = None
         self.marionette = None
+        self.first_tab = None
         self._log_read = 0  # bytes of firefox.log take_problems has read
 
     def __enter__(self):
@@ -129,15 +130,16 @@ class Firefox:
         if os.path.exists(LAVAPIPE_ICD):
             env.setdefault("VK_ICD_FILENAMES", LAVAPIPE_ICD)
         try:
-            self.process = subprocess.Popen(
-                # System access: the problem watchers run in the parent process.
-                [FIREFOX, "--headless", "--marionette", "-remote-allow-system-access", "--no-remote", "--profile", str(self.profile), "about:blank"],
-                stdout=(self.profile / "firefox.log").open("wb"),
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+            with (self.profile / "firefox.log").open("wb") as log:
+                self.process = subprocess.Popen(
+                    # System access: the problem watchers run in the parent process.
+                    [FIREFOX, "--headless", "--marionette", "-remote-allow-system-access", "--no-remote", "--profile", str(self.profile), "about:blank"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
             port = self._marionette_port()
             self.marionette = Marionette(host="127.0.0.1", port=port, socket_timeout=self.script_timeout_s + 60)
             self.marionette.start_session(timeout=STARTUP_TIMEOUT_S)
@@ -168,11 +170,7 @@ class Firefox:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
     def __exit__(self, *exc):
-        if self.marionette is not None and self.marionette.session is not None:
-            try:
-                self.marionette.delete_session()
-            except Exception:  # the browser may be gone already; it is killed below either way
-                pass
+        # No Marionette goodbye, which could wait on a hung browser: killing it ends the session.
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
