@@ -192,8 +192,8 @@ def test_long_generation_does_not_grow(long_generation):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known defect: the page's Python heap keeps about 30 bytes per token, allocated in C under the event "
-    "loop's callbacks (27-byte blocks; docs/reliability.md)",
+    reason="known defect: the page's Python heap keeps about 30 bytes per token of ChatSession's replies, "
+    "allocated in C under the event loop's callbacks (27-byte blocks; docs/reliability.md)",
 )
 def test_long_generation_python_heap_does_not_grow(long_generation):
     _, rounds = long_generation
