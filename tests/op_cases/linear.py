@@ -352,6 +352,16 @@ CASES = [
         more_runs=[(r(1, 1, 1056, seed=41),), (r(1, 70, 1056, seed=42),)],
         dynamic_shapes=({1: seq},),
     ),
+    # The same split GEMM after the RMSNorm folded into it: the fused op asks for the
+    # linear's split sums in the graph's scratch buffer (no other op here needs one).
+    gpu_kernels(
+        "linear-q4gsw-split-k-after-norm",
+        NormThen(1056, linear_4w(1056, 76, seed=48), seed=48),
+        (r(1, 9, 1056, seed=56),),
+        more_runs=[(r(1, 1, 1056, seed=57),), (r(1, 70, 1056, seed=58),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("rms_norm + linear_q4gsw (fused)",),
+    ),
     gpu_kernels(
         "linear-q4gsw-split-k-residual",
         LinearPlusResidual(linear_4w(1056, 44, bias=True, seed=41)),

@@ -131,6 +131,9 @@ class RmsNormLinear(OpHandler):
         if linear.x_silu_mul or linear.residual is not None:
             self.fail(f"{linear.name} reads silu(gate) * up or adds a residual: it cannot apply a norm too")
 
+    def scratch_bytes(self) -> int:
+        return self.linear.scratch_bytes()
+
     async def build(self):
         await self.norm.build()
         await self.linear.build()

@@ -206,8 +206,6 @@ def fuse_rms_norm_linear(graph):
         linear = graph.ops[index] if index is not None else None
         if type(linear) not in (LinearQ4gswWeightOnly, LinearQ4gswConcat):
             continue
-        if graph.kernel_set == "gpu" and type(linear) is LinearQ4gswConcat and linear.offsets is not None:
-            continue  # gives wrong logits in a K-quant model (the MLP's gate|up after its norm): see issue 46's note
         if views:
             if not is_plain_linear(linear) or linear.x.id != x or graph.values[x].max_sizes[-1] != norm.width:
                 continue
