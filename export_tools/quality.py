@@ -8,8 +8,10 @@ likely next token is compared between
   (`build_eager(..., qmode="fp32", embedding_4bit=False)`),
 
 and, to tell quantization from kernel error apart, both against the eager 4-bit module
-that was lowered. Every model reads the text one token per call (teacher forcing), as
-decode does, from position 0.
+that was lowered. An exact GGUF export has no such module to compare: its weights equal
+the fp32 model's (the exporter checks every tensor), so the .pte is compared with fp32
+alone. Every model reads the text one token per call (teacher forcing), as decode does,
+from position 0.
 
     python -m export_tools.quality [OUT_DIR]   # the bundled SmolLM2 (default web/models)
 """
@@ -90,12 +92,12 @@ class Agreement:
     tokens: int
     pte_tokens: int
     pte_vs_fp32: int
-    eager4_vs_fp32: int
-    pte_vs_eager4: int
+    eager4_vs_fp32: Optional[int]
+    pte_vs_eager4: Optional[int]
 
     def as_dict(self) -> dict:
         def rate(matches, tokens):
-            return {"matches": matches, "tokens": tokens, "rate": round(matches / tokens, 4)}
+            return None if matches is None else {"matches": matches, "tokens": tokens, "rate": round(matches / tokens, 4)}
 
         return {
             "top1_agreement": {
@@ -126,14 +128,16 @@ def measure(
 
     with PteLlama(pte_path) as pte:
         pte_top1 = teacher_forced_predictions(pte.next_token, pte_ids, "4-bit .pte (wgpu-native)")
-    eager4 = build_eager(source, **export_options)
-    eager4_top1 = teacher_forced_predictions(_eager_next_token(eager4), ids, "eager 4-bit")
-    del eager4
+    eager4_top1 = None
+    if not manifest.get("quantization", {}).get("exact"):
+        eager4 = build_eager(source, **export_options)
+        eager4_top1 = teacher_forced_predictions(_eager_next_token(eager4), ids, "eager 4-bit")
+        del eager4
     fp32_options = dict(export_options, qmode="fp32", embedding_4bit=False)
     fp32_top1 = teacher_forced_predictions(_eager_next_token(build_eager(source, **fp32_options)), ids, "eager fp32")
 
     def matches(a, b):
-        return sum(x == y for x, y in zip(a, b))
+        return None if a is None or b is None else sum(x == y for x, y in zip(a, b))
 
     return Agreement(len(ids), len(pte_ids), matches(pte_top1, fp32_top1), matches(eager4_top1, fp32_top1), matches(pte_top1, eager4_top1))
 
