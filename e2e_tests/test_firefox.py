@@ -127,11 +127,11 @@ def test_chat_page_greedy_reply_matches_eager_pytorch(firefox, web_server, bundl
         page.evaluate(SEND, question)
         page.evaluate(WAIT_FOR, [REPLY_ENDED, REPLY_TIMEOUT_S])
         reply = page.evaluate(LAST_REPLY)
+        problems = firefox.take_problems()  # before the tab closes: closing ends the page's pending work
     finally:
         page.close()
     assert reply["state"] == "done"
     assert reply["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
     assert int(reply["stats"]["prefilledTokens"]) == len(user_turn_rest(bundled_model, question))
     assert reply["stats"]["stopReason"] in ("eos", "max_tokens")
-    problems = firefox.take_problems()
     assert not problems, "\n".join(problems)
