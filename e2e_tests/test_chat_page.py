@@ -566,12 +566,13 @@ def test_greedy_reply_after_upgrades_matches_eager_pytorch(python_page, bundled_
 
 
 TWO_TURNS_SOURCE = """
-from pywebgpu.llm import ChatSession, LanguageModel
+from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
 
-async def two_turns(manifest_url, first_question, question, max_tokens):
+async def two_turns(manifest_url, first_question, question, max_tokens, temperature, seed):
     model = await LanguageModel.load(manifest_url)
     chat = ChatSession(model)
-    first = "".join([piece async for piece in chat.send(first_question, max_tokens=max_tokens)])
+    sampling = SamplingParams(temperature=temperature, seed=seed)
+    first = "".join([piece async for piece in chat.send(first_question, sampling=sampling, max_tokens=max_tokens)])
     first_stats = chat.stats
     reencoded = len(model.tokenizer.encode(first, add_special_tokens=False))
     second = "".join([piece async for piece in chat.send(question, max_tokens=max_tokens)])
@@ -580,12 +581,12 @@ async def two_turns(manifest_url, first_question, question, max_tokens):
 
 
 def test_next_turn_keeps_a_reply_generated_in_uncommon_pieces(python_page, bundled_model):
-    """The bundled model writes this story's "Whiseland" as "el" "and", where its tokenizer
-    gives "eland": the next turn keeps the reply's tokens as generated (the KV cache holds
-    them), so it prefills only what the chat template adds after the reply, not the
-    reply from that word on."""
+    """The bundled model's story, sampled at temperature 1 (seed 3), holds tokens its
+    tokenizer would merge otherwise: the next turn keeps the reply's tokens as generated
+    (the KV cache holds them), so it prefills only what the chat template adds after the
+    reply, not the reply from the first such token on."""
     python_page.load_module("chat_programs", TWO_TURNS_SOURCE)
-    args = (f"/models/{bundled_model.name}", "Write a short story about a lighthouse keeper.", "Write a poem about the sea.", 48)
+    args = (f"/models/{bundled_model.name}", "Write a short story about a lighthouse keeper.", "Write a poem about the sea.", 48, 1.0, 3)
     answer = python_page.call("chat_programs", "two_turns", *args)
     first = answer["first_stats"]
     assert answer["reencoded"] != first["decode_tokens"], "this reply encodes as generated: pick a question whose reply does not"
