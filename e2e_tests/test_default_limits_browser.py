@@ -3,14 +3,12 @@ Chromium: the limits are enforced (Dawn checks workgroup memory too), a subset o
 cases (a case for each kernel with the most workgroup memory or invocations, and every
 embedding case with its table split by row blocks) and the tiny Llama match PyTorch."""
 
-from pathlib import Path
-
 import pytest
 
-import graph_programs
 from llama_fixtures import check_run, tiny_llama_trace
-from op_harness import all_cases, check_case, encode_inputs, export_case
+from op_harness import all_cases, check_case
 from pywebgpu.gpu import DEFAULT_LIMITS
+from test_ops_browser import load_graph_programs, run_cases
 
 # A case for each kernel whose workgroup memory or invocations come nearest the defaults.
 LIMIT_CASES = (
@@ -101,23 +99,11 @@ async def split_tables(binding_bytes):
 @pytest.fixture(scope="module")
 def default_limits_page(_python_page):
     page = _python_page
-    page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    load_graph_programs(page)
     page.load_module("default_limits_helpers", PAGE_HELPERS)
     page.limits, page.over_limit_error = page.call("default_limits_helpers", "use_default_limits")
     yield page
     page.call("default_limits_helpers", "restore_device")
-
-
-def run_cases(page, cases, prefix):
-    files = page.server.files_dir
-    jobs = []
-    for case in cases:
-        (files / f"{prefix}{case.id}.pte").write_bytes(export_case(case))
-        jobs.append([f"/files/{prefix}{case.id}.pte", [encode_inputs(i) for i in case.runs], case.kernel_set, list(case.hidden_features), case.batched, case.upgrade_before_run])
-    answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
-    problems = page.problems.take()
-    assert not problems, "\n".join(problems)
-    return dict(zip((c.id for c in cases), answers))
 
 
 @pytest.fixture(scope="module")

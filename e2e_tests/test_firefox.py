@@ -20,7 +20,7 @@ from llama_fixtures import PROGRAMS, check_decode_resizes, tiny_llama_trace
 from op_harness import check_case, export_case
 from test_chat_page import MAX_TOKENS, READY_OR_ERROR, bundled_model, eager_greedy_reply, user_turn_rest  # noqa: F401
 from test_llama_browser import run_and_check
-from test_ops_browser import CASES, run_cases
+from test_ops_browser import CASES, load_graph_programs, run_cases
 
 LOAD_TIMEOUT_S = 600
 REPLY_TIMEOUT_S = 600
@@ -90,6 +90,7 @@ def firefox_op_results(_firefox_python):
     for case in CASES:  # exported first (once a session, shared with Chromium's op cases), to time Firefox's part alone
         export_case(case)
     exported = time.perf_counter()
+    load_graph_programs(_firefox_python)
     results = run_cases(_firefox_python)
     print(f"Firefox: op cases exported in {exported - started:.0f} s, run in {time.perf_counter() - exported:.0f} s")
     return results

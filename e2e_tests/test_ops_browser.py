@@ -13,22 +13,27 @@ CASES = all_cases()
 
 @pytest.fixture(scope="module")
 def browser_results(_python_page):
+    load_graph_programs(_python_page)
     return run_cases(_python_page)
 
 
-def run_cases(page):
-    """Every case's answer (graph_programs.run_graph's, or its error) from `page` (a
-    PythonPage with the test server and its problem list), by case id."""
+def load_graph_programs(page):
     page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+
+
+def run_cases(page, cases=CASES, prefix=""):
+    """Each of `cases`' answers (graph_programs.run_graph's, or its error) from `page` (a
+    PythonPage with the test server, its problem list and graph_programs loaded), by case
+    id; their exports are served as /files/<prefix><id>.pte."""
     files = page.server.files_dir
     jobs = []
-    for case in CASES:
-        (files / f"{case.id}.pte").write_bytes(export_case(case))
-        jobs.append([f"/files/{case.id}.pte", [encode_inputs(inputs) for inputs in case.runs], case.kernel_set, list(case.hidden_features), case.batched, case.upgrade_before_run])
+    for case in cases:
+        (files / f"{prefix}{case.id}.pte").write_bytes(export_case(case))
+        jobs.append([f"/files/{prefix}{case.id}.pte", [encode_inputs(inputs) for inputs in case.runs], case.kernel_set, list(case.hidden_features), case.batched, case.upgrade_before_run])
     answers = page.call("graph_programs", "run_graphs_from_urls", jobs)
     problems = page.problems.take()
     assert not problems, "\n".join(problems)
-    return dict(zip((c.id for c in CASES), answers))
+    return dict(zip((c.id for c in cases), answers))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -6,22 +6,18 @@ the Python objects the collector tracks flat after the first cycle), and a gener
 2,000+ tokens by the tiny Llama over context resets (GPU bytes and buffers constant; the
 JS heap, wasm memory and Python heap flat after a warm-up)."""
 
-import json
 
 import pytest
 
 from conftest import open_page
 from devtools.browser import PythonPage
-from devtools.fuzz_model_files import cut_tokenizer
-from llama_fixtures import LONG_MAX_SEQ_LEN, TINY_VOCAB, _tiny_llama_export
+from llama_fixtures import tiny_chat_export
 from test_chat_page import bundled_model  # noqa: F401 (fixture)
 
 CYCLES = 20
 REPLY_TOKENS = 4
 WARM_UP_TOKENS = 1000
 GENERATED_TOKENS = 2000
-# SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
-TOKENIZER_MERGES = 150
 
 # Growth allowed over cycles 2-20, after the first has filled the caches (pipelines,
 # kernel sources, JIT code): V8's heap grows a little more as its optimizing compiler
@@ -108,22 +104,8 @@ class PageHeaps:
 
 @pytest.fixture(scope="module")
 def tiny_chat_model(web_server, bundled_model):
-    """/files/ URL of the tiny Llama's manifest (a context of 2 * LONG_MAX_SEQ_LEN) naming
-    a cut SmolLM2 tokenizer and SmolLM2's chat template and end token."""
-    export = _tiny_llama_export(str(web_server.files_dir), False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
-    tokenizer = cut_tokenizer(json.loads(bundled_model.with_suffix(".tokenizer.json").read_text()), TOKENIZER_MERGES)
-    assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
-    tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
-    tokenizer_path.write_text(json.dumps(tokenizer))
-    bundled = json.loads(bundled_model.read_text())
-    manifest = json.loads(export.manifest_path.read_text())
-    manifest.update(
-        tokenizer={"file": tokenizer_path.name, "add_bos": False},
-        special_tokens=bundled["special_tokens"],
-        chat_template=bundled["chat_template"],
-    )
-    export.manifest_path.write_text(json.dumps(manifest))
-    return f"/files/{export.manifest_path.name}"
+    """/files/ URL of llama_fixtures.tiny_chat_export's manifest."""
+    return f"/files/{tiny_chat_export(str(web_server.files_dir), bundled_model).name}"
 
 
 @pytest.fixture

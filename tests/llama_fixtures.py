@@ -12,6 +12,7 @@ kernels for CPU adapters do."""
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from functools import cache
@@ -269,3 +270,29 @@ def check_trace(trace: LlamaTrace, results):
         assert tuple(got.shape) == tuple(want.shape), f"step {step}: shape {list(got.shape)}"
         torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3, msg=lambda m: f"step {step}: {m}")
         assert int(got.argmax()) == int(want.argmax()), f"step {step}: argmax differs"
+
+
+# SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
+TINY_CHAT_TOKENIZER_MERGES = 150
+
+
+def tiny_chat_export(folder: str, bundled_manifest: Path) -> Path:
+    """The manifest of the tiny Llama's export in `folder` (a context of 2 *
+    LONG_MAX_SEQ_LEN) naming a cut SmolLM2 tokenizer and SmolLM2's chat template and end
+    token, taken from the bundled model's manifest at `bundled_manifest`."""
+    from devtools.fuzz_model_files import cut_tokenizer
+
+    export = _tiny_llama_export(folder, False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
+    tokenizer = cut_tokenizer(json.loads(bundled_manifest.with_suffix(".tokenizer.json").read_text()), TINY_CHAT_TOKENIZER_MERGES)
+    assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
+    tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
+    tokenizer_path.write_text(json.dumps(tokenizer))
+    bundled = json.loads(bundled_manifest.read_text())
+    manifest = json.loads(export.manifest_path.read_text())
+    manifest.update(
+        tokenizer={"file": tokenizer_path.name, "add_bos": False},
+        special_tokens=bundled["special_tokens"],
+        chat_template=bundled["chat_template"],
+    )
+    export.manifest_path.write_text(json.dumps(manifest))
+    return export.manifest_path

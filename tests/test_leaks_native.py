@@ -5,22 +5,17 @@ the Python heap by tracemalloc), a chat to the full context and the chat after i
 
 import asyncio
 import gc
-import json
 import tracemalloc
-from pathlib import Path
 
 import pytest
 import wgpu
 
-from devtools.fuzz_model_files import cut_tokenizer
-from llama_fixtures import LONG_MAX_SEQ_LEN, TINY_VOCAB, _tiny_llama_export
+from llama_fixtures import tiny_chat_export
 from pywebgpu.gpu import GPUError, request_device
 from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
 
 pytestmark = pytest.mark.native
 
-# SmolLM2's first merges: every id of the cut tokenizer lies in the tiny vocabulary.
-TOKENIZER_MERGES = 150
 CYCLES = 20
 GENERATED_TOKENS = 2000
 # Python heap growth allowed over the whole long generation after its first round: the
@@ -31,22 +26,7 @@ GREEDY = SamplingParams(temperature=0)
 
 @pytest.fixture(scope="module")
 def manifest_path(tmp_path_factory, bundled_model) -> str:
-    """The tiny Llama's export (a context of 2 * LONG_MAX_SEQ_LEN) with a manifest naming
-    a cut SmolLM2 tokenizer and SmolLM2's chat template and end token."""
-    export = _tiny_llama_export(str(tmp_path_factory.mktemp("tiny-model")), False, TINY_VOCAB, LONG_MAX_SEQ_LEN)
-    tokenizer = cut_tokenizer(json.loads(Path(f"{bundled_model}.tokenizer.json").read_text()), TOKENIZER_MERGES)
-    assert max(tokenizer["model"]["vocab"].values()) < TINY_VOCAB
-    tokenizer_path = export.manifest_path.with_name("tiny.tokenizer.json")
-    tokenizer_path.write_text(json.dumps(tokenizer))
-    bundled = json.loads(bundled_model.with_suffix(".json").read_text())
-    manifest = json.loads(export.manifest_path.read_text())
-    manifest.update(
-        tokenizer={"file": tokenizer_path.name, "add_bos": False},
-        special_tokens=bundled["special_tokens"],
-        chat_template=bundled["chat_template"],
-    )
-    export.manifest_path.write_text(json.dumps(manifest))
-    return str(export.manifest_path)
+    return str(tiny_chat_export(str(tmp_path_factory.mktemp("tiny-model")), bundled_model.with_suffix(".json")))
 
 
 def _native_live_buffers() -> int:
