@@ -20,3 +20,12 @@ def bundled_model() -> Path:
 
     ensure_bundled_model(DEFAULT_OUT_DIR)
     return DEFAULT_OUT_DIR / STEM
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_manifest(tmp_path_factory, bundled_model) -> str:
+    """The manifest path of llama_fixtures.tiny_chat_export: a chat model that loads in
+    seconds, for the tests of what happens around its use."""
+    from llama_fixtures import tiny_chat_export
+
+    return str(tiny_chat_export(str(tmp_path_factory.mktemp("tiny-chat-model")), bundled_model.with_suffix(".json")))

@@ -10,7 +10,6 @@ import tracemalloc
 import pytest
 import wgpu
 
-from llama_fixtures import tiny_chat_export
 from pywebgpu.gpu import GPUError, request_device
 from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
 
@@ -25,8 +24,8 @@ GREEDY = SamplingParams(temperature=0)
 
 
 @pytest.fixture(scope="module")
-def manifest_path(tmp_path_factory, bundled_model) -> str:
-    return str(tiny_chat_export(str(tmp_path_factory.mktemp("tiny-model")), bundled_model.with_suffix(".json")))
+def manifest_path(tiny_chat_manifest) -> str:
+    return tiny_chat_manifest
 
 
 def _native_live_buffers() -> int:

@@ -9,7 +9,7 @@ import wgpu
 from .adapter import OPTIONAL_FEATURES, REQUESTED_LIMITS, AdapterSummary, normalize_feature, requested_limits
 from .buffers import STAGING_USAGE, STORAGE_USAGE, as_bytes_view
 from .device import Device
-from .errors import GPUError, ShaderError
+from .errors import DeviceLostError, GPUError, ShaderError
 from .recorder import Recorder
 
 
@@ -59,6 +59,11 @@ async def request_device(limits: str = "adapter") -> "NativeDevice":
     return NativeDevice(raw, summary)
 
 
+# How wgpu-native's errors say that their device is lost (destroyed, or reset by the
+# driver): wgpu 0.32 only logs the loss itself, so the errors that follow tell it.
+_LOST_MARKER = "device is lost"
+
+
 class NativeDevice(Device):
     """A device over wgpu-native."""
 
@@ -68,8 +73,19 @@ class NativeDevice(Device):
         self._queue = raw.queue
         self._sync_buffer = None
 
+    def _error(self, context: str, error: Exception) -> GPUError:
+        """The GPUError to raise for wgpu-native's `error` while doing `context`: a
+        DeviceLostError from then on where it says the device is lost."""
+        if _LOST_MARKER in str(error):
+            self._device_lost("wgpu-native says so")
+            return DeviceLostError(f"the GPU device was lost ({self._lost_reason}, {context})")
+        return GPUError(f"{context}: {error}")
+
     def _raw_create_buffer(self, size, usage, label):
-        return self.raw.create_buffer(size=size, usage=usage, label=label)
+        try:
+            return self.raw.create_buffer(size=size, usage=usage, label=label)
+        except wgpu.GPUError as error:
+            raise self._error(f"creating buffer {label!r} of {size:,} bytes", error) from None
 
     def _raw_write_buffer(self, buffer, buffer_offset, data, data_offset, size):
         view = as_bytes_view(data)[data_offset : data_offset + size]
@@ -79,7 +95,7 @@ class NativeDevice(Device):
         """Encode the copy of `read` (buffer, offset, size) into a staging buffer; returns
         an async function that waits for the bytes, once the encoder is submitted."""
         buffer, offset, size = read
-        staging = self._staging.take(size, lambda: self.raw.create_buffer(size=size, usage=STAGING_USAGE, label="readback"))
+        staging = self._staging.take(size, lambda: self._raw_create_buffer(size, STAGING_USAGE, "readback"))
         encoder.copy_buffer_to_buffer(buffer.handle, offset, staging, 0, size)
 
         async def finish():
@@ -89,7 +105,7 @@ class NativeDevice(Device):
                 staging.unmap()
             except wgpu.GPUError as error:
                 staging.destroy()
-                raise GPUError(f"reading buffer {buffer.label!r}: {error}") from None
+                raise self._error(f"reading buffer {buffer.label!r}", error) from None
             # map_sync leaves its promise's resolution queued on the running loop: yield to
             # the loop once, or a caller whose awaits never suspend piles them up per read.
             await asyncio.sleep(0)
@@ -113,6 +129,8 @@ class NativeDevice(Device):
                 label=label,
             )
         except wgpu.GPUError as error:
+            if _LOST_MARKER in str(error):
+                raise self._error(f"building kernel {label!r}", error) from None
             raise ShaderError(f"kernel {label!r} failed to build:\n{error}") from None
         return pipeline, pipeline.get_bind_group_layout(0)
 
@@ -127,7 +145,7 @@ class NativeDevice(Device):
                 label=label,
             )
         except wgpu.GPUError as error:
-            raise GPUError(f"bind group for kernel {label!r}: {error}") from None
+            raise self._error(f"bind group for kernel {label!r}", error) from None
 
     def _raw_timestamp_query_set(self, count):
         return self.raw.create_query_set(type="timestamp", count=count, label="timer")
@@ -179,7 +197,9 @@ class NativeDevice(Device):
             self._queue.submit([encoder.finish()])
         except wgpu.GPUError as error:
             if not label and read is not None:
-                raise GPUError(f"reading buffer {read[0].label!r}: {error}") from None
+                raise self._error(f"reading buffer {read[0].label!r}", error) from None
+            if _LOST_MARKER in str(error):
+                raise self._error(f"submitting work (last kernel {label!r})", error) from None
             failing = self._refused_kernel(recorders)
             if failing is not None:
                 raise GPUError(f"kernel {failing!r} cannot run: {error}") from None

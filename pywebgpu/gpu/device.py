@@ -139,8 +139,9 @@ class Device:
         """Free the buffer's GPU memory now; destroying it again does nothing."""
         if buffer.destroyed:
             return
-        self._check_outside_batch(f"destroying buffer {buffer.label!r}")
-        self._raw_destroy_buffer(buffer)
+        if self._lost_reason is None:  # a lost device's memory is gone already
+            self._check_outside_batch(f"destroying buffer {buffer.label!r}")
+            self._raw_destroy_buffer(buffer)
         buffer.destroyed = True
         self.allocated_bytes -= buffer.size
         self.allocated_buffers -= 1

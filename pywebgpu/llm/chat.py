@@ -58,6 +58,19 @@ def decode_block(model, tokens: int, seconds: float, max_token_s: float = BLOCK_
 _CONTENT_MARK = "\ue000"
 
 
+async def _collect(steps):
+    """Await every one of `steps`, then raise the first error any raised (a lost device
+    fails them all: none is left unawaited)."""
+    first_error = None
+    for step in steps:
+        try:
+            await step
+        except Exception as error:  # noqa: BLE001 (raised below, once all are awaited)
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+
+
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -240,8 +253,7 @@ class ChatSession:
                 else:
                     step = feed()
         finally:
-            for unused in ahead:
-                await unused  # steps past the reply: their readbacks are collected, tokens unused
+            await _collect(ahead)  # steps past the reply: their readbacks are collected, tokens unused
         tail = held_back + (decoder.flush() if stats["stop_reason"] != "stop_string" else "")
         if tail:
             reply += tail
