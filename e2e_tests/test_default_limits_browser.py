@@ -1,13 +1,16 @@
 """Under WebGPU's default limits only (`request_device(limits="default")`), in headless
 Chromium: the limits are enforced (Dawn checks workgroup memory too), a subset of the op
 cases (a case for each kernel with the most workgroup memory or invocations, and every
-embedding case with its table split by row blocks) and the tiny Llama match PyTorch."""
+embedding case with its table split by row blocks), the tiny Llama and a slice of the 1B
+geometry match PyTorch, and the bundled SmolLM2 chats as eager PyTorch does."""
 
 import pytest
 
 from llama_fixtures import check_run, tiny_llama_trace
 from op_harness import all_cases, check_case
 from pywebgpu.gpu import DEFAULT_LIMITS
+from test_chat_page import MAX_TOKENS, bundled_model, eager_greedy_reply  # noqa: F401 (fixture)
+from test_llama_browser import run_llama_1b_slice
 from test_ops_browser import load_graph_programs, run_cases
 
 # A case for each kernel whose workgroup memory or invocations come nearest the defaults.
@@ -71,6 +74,17 @@ async def use_default_limits():
     except ShaderError as e:
         error = str(e)
     return device.limits, error
+
+async def greedy_reply(manifest_url, question, max_tokens):
+    """The bundled model's greedy reply to `question`, loaded on the default-limits device."""
+    from pywebgpu.llm import ChatSession, LanguageModel, SamplingParams
+
+    model = await LanguageModel.load(manifest_url, device=graph_programs._device)
+    try:
+        chat = ChatSession(model)
+        return "".join([p async for p in chat.send(question, sampling=SamplingParams(temperature=0), max_tokens=max_tokens)])
+    finally:
+        model.close()
 
 async def restore_device():
     graph_programs._device = _kept.pop("device")
@@ -157,3 +171,17 @@ def test_tiny_llama(default_limits_page, tmp_path_factory):
     for answer in answers:
         assert "error" not in answer, answer.get("error")
         check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
+
+
+def test_llama_1b_slice(default_limits_page, tmp_path_factory):
+    """Llama-3.2-1B's embedding and LM head (each just within a 128 MiB binding) around one
+    of its layers."""
+    run_llama_1b_slice(default_limits_page, str(tmp_path_factory.getbasetemp()))
+
+
+def test_bundled_model_chats(default_limits_page, bundled_model):  # noqa: F811
+    """The bundled SmolLM2's greedy reply, through LanguageModel and ChatSession as the chat
+    page runs them, is eager PyTorch's."""
+    question = "What is the capital of France?"
+    reply = default_limits_page.call("default_limits_helpers", "greedy_reply", f"/models/{bundled_model.name}", question, MAX_TOKENS)
+    assert reply == eager_greedy_reply(bundled_model, question, MAX_TOKENS)

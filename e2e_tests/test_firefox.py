@@ -19,7 +19,7 @@ from devtools.firefox import Firefox
 from llama_fixtures import PROGRAMS, check_decode_resizes, tiny_llama_trace
 from op_harness import check_case, export_case
 from test_chat_page import MAX_TOKENS, READY_OR_ERROR, bundled_model, eager_greedy_reply, user_turn_rest  # noqa: F401
-from test_llama_browser import run_and_check
+from test_llama_browser import run_and_check, run_llama_1b_slice
 from test_ops_browser import CASES, load_graph_programs, run_cases
 
 LOAD_TIMEOUT_S = 600
@@ -111,6 +111,12 @@ def test_tiny_llama_prefill_and_decode(firefox_python, tmp_path_factory, float_d
     traces = {ks: tiny_llama_trace(folder, float_dtype == "float16", ks, vocab_size) for ks in ("cpu", "gpu")}
     answers = run_and_check(firefox_python, "tiny_llama.pte", traces)
     check_decode_resizes(answers[1]["resized"])
+
+
+def test_llama_1b_slice_within_128_mib_bindings(firefox_python, tmp_path_factory):
+    """Llama-3.2-1B's embedding and LM head (131,334,144 bytes each) around one of its
+    layers, in Firefox's 128 MiB storage bindings."""
+    run_llama_1b_slice(firefox_python, str(tmp_path_factory.getbasetemp()))
 
 
 def test_chat_page_greedy_reply_matches_eager_pytorch(firefox, web_server, bundled_model):  # noqa: F811

@@ -13,7 +13,9 @@ from llama_fixtures import (
     check_draw_trace,
     check_returns_resize_the_position_only,
     check_run,
+    check_trace,
     check_upgraded_kernels,
+    llama_1b_slice_trace,
     tiny_llama_chat_trace,
     tiny_llama_draw_trace,
     tiny_llama_long_trace,
@@ -45,6 +47,17 @@ def run_and_check(python_page, file_name, traces, upgrade_before_run=None):
         assert "error" not in answer, answer.get("error")
         check_run(traces[answer["kernel_set"]], answer["kernel_set"], answer)
     return answers
+
+
+def run_llama_1b_slice(python_page, tmp_dir: str):
+    """llama_fixtures' slice of the 1B geometry in the page, on the device's own kernel
+    set, against eager PyTorch (check_trace)."""
+    trace = llama_1b_slice_trace(tmp_dir)
+    (python_page.server.files_dir / "llama_1b_slice.pte").write_bytes(trace.pte)
+    python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
+    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/llama_1b_slice.pte", trace.runs, None, [], False, None]])
+    assert "error" not in answer, answer.get("error")
+    check_trace(trace, answer["results"])
 
 
 @pytest.mark.parametrize("float_dtype", ["float32", "float16"])

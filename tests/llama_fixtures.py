@@ -136,6 +136,23 @@ def _trace(export, force_fp16: bool, kernel_set: str, calls) -> LlamaTrace:
     return LlamaTrace(export.pte_path.read_bytes(), runs, logits)
 
 
+# A slice of Llama-3.2-1B's geometry: its embedding and LM head (128,256 x 2,048, each
+# 131,334,144 bytes packed: just within WebGPU's default 128 MiB binding) around one of
+# its layers, random weights; a prefill and greedy decode steps.
+LLAMA_1B_SLICE_CALLS = [[1, 128255, 65535, 65536, 300], None, None, None]
+
+
+@cache
+def llama_1b_slice_trace(tmp_dir: str) -> LlamaTrace:
+    from export_tools import PRESETS, RandomSource, export_llama
+
+    export = export_llama(
+        RandomSource({**PRESETS["llama3.2-1b"], "n_layers": 1}, seed=11), Path(tmp_dir) / "llama-1b-slice.pte",
+        max_seq_len=8, max_context_len=16, qmode="4w", hqq_scales=False,
+    )  # fmt: skip
+    return _trace(export, False, "gpu", LLAMA_1B_SLICE_CALLS)
+
+
 # Decoding as ChatSession runs it ahead, each decode step taking the last call's token on
 # the GPU: greedy (temperature 0: the top 1), or sampled (every call drawing its token
 # from the top DRAW_K of its logits on the GPU at a uniform the host drew, DRAW_SEED's

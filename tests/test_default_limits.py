@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import graph_programs
-from llama_fixtures import check_run, tiny_llama_trace
+from llama_fixtures import check_run, check_trace, llama_1b_slice_trace, tiny_llama_trace
 import torch
 from executorch.examples.models.llama.source_transformation.quantize import QuantizedGroupEmbedding
 from torch.export import Dim
@@ -146,6 +146,14 @@ def test_tiny_llama(tmp_path_factory, kernel_set):
     trace = tiny_llama_trace(str(tmp_path_factory.getbasetemp()), False, kernel_set)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     check_run(trace, kernel_set, answer)
+
+
+def test_llama_1b_slice(tmp_path_factory):
+    """Llama-3.2-1B's embedding and LM head around one of its layers, under the default
+    limits: prefill and greedy decode steps against eager PyTorch."""
+    trace = llama_1b_slice_trace(str(tmp_path_factory.getbasetemp()))
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "gpu"))
+    check_trace(trace, answer["results"])
 
 
 # The op cases whose kernels run quad operations (attention's cpu and tiled kernels,
