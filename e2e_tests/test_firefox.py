@@ -1,6 +1,6 @@
 """Firefox (firefox-esr headless, WebGPU through wgpu/naga on lavapipe) as a second engine:
-every op case, the tiny Llama token for token (its float16 programs too) and the chat
-page's greedy SmolLM2 reply, each against the same references as in Chromium.
+every op case, the tiny Llama token for token (its float16 programs too), a slice of the
+1B geometry and the chat page's greedy SmolLM2 reply, each against the same references as in Chromium.
 
 Firefox's adapter has no `subgroups` and 128 MiB storage bindings, and offers
 `shader-f16`: the runtime picks its kernels by those features, and so do the op cases'

@@ -23,11 +23,6 @@ HEAP_BOUND_BYTES = 64 * 1024
 GREEDY = SamplingParams(temperature=0)
 
 
-@pytest.fixture(scope="module")
-def manifest_path(tiny_chat_manifest) -> str:
-    return tiny_chat_manifest
-
-
 def _native_live_buffers() -> int:
     """wgpu-native's own count of buffers alive (its hub), after Python drops its objects."""
     gc.collect()
@@ -38,13 +33,13 @@ async def _reply(chat: ChatSession, text: str, max_tokens: int) -> str:
     return "".join([piece async for piece in chat.send(text, sampling=GREEDY, max_tokens=max_tokens)])
 
 
-def test_load_close_cycles_free_every_gpu_buffer(manifest_path):
+def test_load_close_cycles_free_every_gpu_buffer(tiny_chat_manifest):
     async def main():
         device = await request_device()
         before = (device.allocated_bytes, device.allocated_buffers)
         native = None
         for cycle in range(CYCLES):
-            model = await LanguageModel.load(manifest_path, device=device)
+            model = await LanguageModel.load(tiny_chat_manifest, device=device)
             assert device.allocated_bytes > before[0]
             assert await _reply(ChatSession(model), "Hello", 4)
             model.close()
@@ -57,9 +52,9 @@ def test_load_close_cycles_free_every_gpu_buffer(manifest_path):
     asyncio.run(main())
 
 
-def test_a_closed_model_refuses_to_run(manifest_path):
+def test_a_closed_model_refuses_to_run(tiny_chat_manifest):
     async def main():
-        model = await LanguageModel.load(manifest_path)
+        model = await LanguageModel.load(tiny_chat_manifest)
         model.close()
         model.close()
         with pytest.raises(GPUError, match="the model is closed"):
@@ -68,9 +63,9 @@ def test_a_closed_model_refuses_to_run(manifest_path):
     asyncio.run(main())
 
 
-def test_long_generation_does_not_grow(manifest_path):
+def test_long_generation_does_not_grow(tiny_chat_manifest):
     async def main():
-        model = await LanguageModel.load(manifest_path)
+        model = await LanguageModel.load(tiny_chat_manifest)
         device = model.graph.device
         chat = ChatSession(model)
         generated, rounds = 0, []
@@ -93,9 +88,9 @@ def test_long_generation_does_not_grow(manifest_path):
     assert rounds[-1][3] - rounds[1][3] < HEAP_BOUND_BYTES, rounds
 
 
-def test_chat_to_the_full_context_stops_cleanly_and_the_next_chat_works(manifest_path):
+def test_chat_to_the_full_context_stops_cleanly_and_the_next_chat_works(tiny_chat_manifest):
     async def main():
-        model = await LanguageModel.load(manifest_path)
+        model = await LanguageModel.load(tiny_chat_manifest)
         chat = ChatSession(model)
         replies = []
         while not replies or chat.stats["stop_reason"] != "context_full":
