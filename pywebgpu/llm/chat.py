@@ -215,7 +215,8 @@ class ChatSession:
                     if count <= 0:
                         break
                     ahead.extend(model.start_next_steps(position, k, [draw() for _ in range(count)], penalty))
-                candidates = await step
+                awaited, step = step, None  # the finally below collects `step` while unawaited
+                candidates = await awaited
                 steps_read, last_read = steps_read + 1, time.perf_counter()
                 fed.extend(to_feed)
                 token = sampler.drawn(candidates) if drawn_on_gpu else sampler.pick(candidates)
@@ -253,7 +254,9 @@ class ChatSession:
                 else:
                     step = feed()
         finally:
-            await _collect(ahead)  # steps past the reply: their readbacks are collected, tokens unused
+            # The step in hand if an error came first, and the steps past the reply: their
+            # readbacks are collected, tokens unused.
+            await _collect(([step] if step is not None else []) + list(ahead))
         tail = held_back + (decoder.flush() if stats["stop_reason"] != "stop_string" else "")
         if tail:
             reply += tail
