@@ -438,9 +438,10 @@ def test_missing_wheel_is_named(chromium, web_server, bundled_model):
 # Each script runs before the page's own: it takes WebGPU (or part of it) away.
 NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });"
 NO_ADAPTER = "GPU.prototype.requestAdapter = async () => null;"
+# 512 KiB bindings: below the bundled model's gate and up projections (884,736 bytes).
 SMALL_ADAPTER = (
     "GPU.prototype.requestAdapter = async () => "
-    "({ limits: { maxBufferSize: 4 << 20, maxStorageBufferBindingSize: 4 << 20 } });"
+    "({ limits: { maxBufferSize: 512 << 10, maxStorageBufferBindingSize: 512 << 10 } });"
 )
 
 

@@ -1,8 +1,9 @@
 """Under WebGPU's default limits only (`request_device(limits="default")`), in headless
-Chromium: the limits are enforced (Dawn checks workgroup memory too), a subset of the op
-cases (a case for each kernel with the most workgroup memory or invocations, and every
-embedding case with its table split by row blocks), the tiny Llama and a slice of the 1B
-geometry match PyTorch, and the bundled SmolLM2 chats as eager PyTorch does."""
+Chromium: the limits are enforced (Dawn checks workgroup memory too), every embedding case
+matches PyTorch with its table split by row blocks and the wide linears' cases with their
+weights stored by blocks of outputs, the tiny Llama and a slice of the 1B
+geometry match PyTorch, and the bundled SmolLM2 chats as eager PyTorch does (every op
+case runs under them in test_ops_browser)."""
 
 import pytest
 
@@ -10,39 +11,12 @@ from llama_fixtures import check_run, tiny_llama_trace
 from op_harness import all_cases, check_case
 from pywebgpu.gpu import DEFAULT_LIMITS
 from test_chat_page import MAX_TOKENS, bundled_model, eager_greedy_reply  # noqa: F401 (fixture)
+from test_default_limits import SPLIT_LINEAR_CASES
 from test_llama_browser import run_llama_1b_slice
 from test_ops_browser import load_graph_programs, run_cases
 
-# A case for each kernel whose workgroup memory or invocations come nearest the defaults.
-LIMIT_CASES = (
-    "sdpa-kv-tiled-hd128-gpu",
-    "sdpa-kv-tiled-gqa8-gpu",
-    "sdpa-kv-hd256-scale-gpu",
-    "sdpa-kv-decode-past-whole-row-gpu",
-    "sdpa-kv-long-context-gpu",
-    "sdpa-kv-gqa2-cpu",
-    "sdpa-kv-llama-heads-rows-upgraded-cpu",
-    "linear-q4gsw-m67-n132-gpu",
-    "linear-q4gsw-gemm-wide-bias-gpu",
-    "linear-q4gsw-split-k-bias-gpu",
-    "linear-q4gsw-gemv-k4160-gpu",
-    "linear-q4gsw-norm-then-wide-k2080-gpu",
-    "linear-q4gsw-m131-n1100-upgraded-cpu",
-    "linear-dq8ca-gs64-m67-gpu",
-    "exact-k2304-group96-gpu",
-    "rms-norm-prime-257-gpu",
-    "rms-norm-dynamic-seq-cpu",
-    "softmax-1d-prime-long",
-    "log-softmax-last",
-    "rope-gqa2-hd8",
-    "add-bcast-rows",
-    "cat-dynamic",
-    "index-dynamic",
-    "permute-6d",
-    "sum-long-row",
-)
-CASES = [c for c in all_cases() if c.id in LIMIT_CASES]
 EMBEDDING_CASES = [c for c in all_cases() if c.id.startswith("embedding")]
+LINEAR_CASES = [c for c in all_cases() if c.id in SPLIT_LINEAR_CASES]
 
 # In the page: graph_programs' device replaced by one with the default limits (and put
 # back); every embedding table split by row blocks of at most 256 bytes (and not).
@@ -50,6 +24,7 @@ PAGE_HELPERS = '''
 import graph_programs
 from pywebgpu.gpu import ShaderError, request_device
 from pywebgpu.ops import embedding, row_blocks
+from pywebgpu.ops.linear import q4gsw
 
 _kept = {}
 
@@ -86,6 +61,28 @@ async def greedy_reply(manifest_url, question, max_tokens):
     finally:
         model.close()
 
+class _Limits:
+    def __init__(self, binding_bytes):
+        self.limits = {"maxStorageBufferBindingSize": binding_bytes, "maxBufferSize": binding_bytes}
+
+async def split_linears(on):
+    """Store every linear that can be by blocks of the fewest outputs (off: as the limits
+    ask); returns the blocks of the linears built since the last call."""
+    made = _kept.setdefault("linear_blocks", [])
+    if not on:
+        q4gsw.row_blocks = _kept.pop("linear_row_blocks")
+    else:
+        _kept["linear_row_blocks"] = q4gsw.row_blocks
+
+        def smallest(rows, row_bytes, device, multiple=1):
+            made.append(row_blocks.row_blocks(rows, row_bytes, _Limits(multiple * max(row_bytes)), multiple))
+            return made[-1]
+
+        q4gsw.row_blocks = smallest
+    blocks = list(made)
+    made.clear()
+    return blocks
+
 async def restore_device():
     graph_programs._device = _kept.pop("device")
 
@@ -121,11 +118,6 @@ def default_limits_page(_python_page):
 
 
 @pytest.fixture(scope="module")
-def limit_results(default_limits_page):
-    return run_cases(default_limits_page, CASES, "limits-")
-
-
-@pytest.fixture(scope="module")
 def split_results(default_limits_page):
     page = default_limits_page
     page.call("default_limits_helpers", "split_tables", 256)
@@ -136,26 +128,35 @@ def split_results(default_limits_page):
     return results, blocks
 
 
+@pytest.fixture(scope="module")
+def linear_split_results(default_limits_page):
+    page = default_limits_page
+    page.call("default_limits_helpers", "split_linears", True)
+    try:
+        results = run_cases(page, LINEAR_CASES, "split-")
+    finally:
+        blocks = page.call("default_limits_helpers", "split_linears", False)
+    return results, blocks
+
+
 def test_device_enforces_the_default_limits(default_limits_page):
     assert default_limits_page.limits == DEFAULT_LIMITS
     assert default_limits_page.over_limit_error is not None and "over_16k" in default_limits_page.over_limit_error
-
-
-def test_every_limit_case_exists():
-    assert len(CASES) == len(LIMIT_CASES)
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_op(case, limit_results):
-    answer = limit_results[case.id]
-    assert "error" not in answer, answer.get("error")
-    check_case(case, answer)
 
 
 @pytest.mark.parametrize("case", EMBEDDING_CASES, ids=lambda c: c.id)
 def test_embedding_split_by_row_blocks(case, split_results):
     results, blocks = split_results
     assert len(blocks) == len(EMBEDDING_CASES) and all(len(b) > 1 for b in blocks)
+    answer = results[case.id]
+    assert "error" not in answer, answer.get("error")
+    check_case(case, answer)
+
+
+@pytest.mark.parametrize("case", LINEAR_CASES, ids=lambda c: c.id)
+def test_linear_split_by_output_blocks(case, linear_split_results):
+    results, blocks = linear_split_results
+    assert sum(len(b) > 1 for b in blocks) >= len(LINEAR_CASES)
     answer = results[case.id]
     assert "error" not in answer, answer.get("error")
     check_case(case, answer)

@@ -1,6 +1,7 @@
 """Firefox (firefox-esr headless, WebGPU through wgpu/naga on lavapipe) as a second engine:
 every op case, the tiny Llama token for token (its float16 programs too), a slice of the
-1B geometry and the chat page's greedy SmolLM2 reply, each against the same references as in Chromium.
+1B geometry, and the chat page's and the PyScript page's greedy SmolLM2 replies, each
+against the same references as in Chromium.
 
 Firefox's adapter has no `subgroups` and 128 MiB storage bindings, and offers
 `shader-f16`: the runtime picks its kernels by those features, and so do the op cases'
@@ -141,4 +142,21 @@ def test_chat_page_greedy_reply_matches_eager_pytorch(firefox, web_server, bundl
     assert reply["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
     assert int(reply["stats"]["prefilledTokens"]) == len(user_turn_rest(bundled_model, question))
     assert reply["stats"]["stopReason"] in ("eos", "max_tokens")
+    assert not problems, "\n".join(problems)
+
+
+def test_pyscript_page_replies(firefox, web_server, bundled_model):  # noqa: F811
+    """web/pyscript.html, which installs pywebgpu by name from the server's package index
+    (PyScript's `packages`), runs in Firefox offline; its greedy reply is eager PyTorch's."""
+    firefox.take_problems()
+    page = firefox.open(f"{web_server.url}/pyscript.html")
+    try:
+        page.evaluate(WAIT_FOR, ["document.querySelector('#reply[data-done=\"1\"], .py-error')", LOAD_TIMEOUT_S])
+        error = page.evaluate("() => document.querySelector('.py-error')?.textContent ?? null")
+        reply = page.evaluate("() => document.getElementById('reply').textContent")
+        problems = firefox.take_problems()
+    finally:
+        page.close()
+    assert error is None, error
+    assert reply == eager_greedy_reply(bundled_model, "What is the capital of France?", 32)
     assert not problems, "\n".join(problems)

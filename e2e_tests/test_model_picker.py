@@ -190,14 +190,15 @@ def test_dropped_files_are_the_choice(picker_page, tiny_model):
 
 
 def too_big_manifest(web_server, tiny_model, limits):
-    """The tiny model's manifest with a vocabulary whose 4-bit embedding is one byte more
-    than the adapter allows a buffer (its .pte unchanged: it is never read)."""
+    """The tiny model's manifest with an MLP width whose 4-bit gate and up projections
+    (concatenated by the runtime, which keeps them whole) are more bytes than the adapter
+    allows a buffer (its .pte unchanged: it is never read)."""
     allowed = min(limits.values())
     dim = tiny_model.manifest["model"]["dim"]
-    vocab = (allowed * 2) // dim + 1
-    manifest = {**tiny_model.manifest, "model": {**tiny_model.manifest["model"], "vocab_size": vocab}}
+    ffn = allowed // dim + 1
+    manifest = {**tiny_model.manifest, "model": {**tiny_model.manifest["model"], "ffn_dim": ffn}}
     (web_server.files_dir / "tiny" / "too-big.json").write_text(json.dumps(manifest))
-    return "/files/tiny/too-big.json", -(-vocab * dim // 2), allowed
+    return "/files/tiny/too-big.json", ffn * dim, allowed
 
 
 def test_too_big_model_is_refused_before_its_download(picker_page, web_server, tiny_model):

@@ -1,5 +1,7 @@
-"""Every op case (tests/op_cases/) in headless Chromium on WebGPU against PyTorch.
-All cases run in one page visit (few page loads keep CI fast); each is then checked alone."""
+"""Every op case (tests/op_cases/) in headless Chromium on WebGPU against PyTorch, on a
+device with WebGPU's default limits only (the cases' kernels and buffers do not depend on
+the limits; Dawn checks workgroup memory and invocations against them). All cases run in
+one page visit (few page loads keep CI fast); each is then checked alone."""
 
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import pytest
 
 import graph_programs
 from op_harness import all_cases, check_case, encode_inputs, export_case
+from pywebgpu.gpu import DEFAULT_LIMITS
 
 CASES = all_cases()
 
@@ -14,7 +17,11 @@ CASES = all_cases()
 @pytest.fixture(scope="module")
 def browser_results(_python_page):
     load_graph_programs(_python_page)
-    return run_cases(_python_page)
+    assert _python_page.call("graph_programs", "use_device", "default") == DEFAULT_LIMITS
+    try:
+        return run_cases(_python_page)
+    finally:
+        _python_page.call("graph_programs", "use_device")
 
 
 def load_graph_programs(page):

@@ -1,3 +1,4 @@
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 # Mesa's lavapipe complains on stderr without it; harmless, but noisy.
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+
+
+@pytest.fixture(scope="module")
+def default_limits_device():
+    """graph_programs' device, for a module's tests: one with WebGPU's default limits only."""
+    import graph_programs
+
+    kept = graph_programs._device
+    asyncio.run(graph_programs.use_device("default"))
+    yield graph_programs._device
+    graph_programs._device = kept
 
 
 @pytest.fixture(scope="session")

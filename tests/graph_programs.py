@@ -18,6 +18,14 @@ async def _get_device():
     return _device
 
 
+async def use_device(limits="adapter"):
+    """Run the graphs from now on on a new device with `limits` (request_device's); returns
+    the device's limits."""
+    global _device
+    _device = await request_device(limits=limits)
+    return _device.limits
+
+
 def host_tensor(shape, dtype, data):
     values = array.array(_TYPECODES[dtype])
     values.frombytes(data)

@@ -1,7 +1,9 @@
 """Under WebGPU's default limits only (`request_device(limits="default")`), on wgpu-native:
-the limits are enforced, every op case matches PyTorch, the embedding cases also with
-their tables split by row blocks, and the tiny Llama matches eager PyTorch token for
-token."""
+the limits are enforced, the embedding cases match PyTorch with their tables split by row
+blocks and the wide linears' cases with their weights stored by blocks of outputs,
+Llama-3.2-1B's embedding and a slice of its geometry fit (and run stored by blocks under
+64 MiB bindings), and the tiny Llama matches eager PyTorch token for token (every op case
+runs under them in test_ops_native)."""
 
 import asyncio
 import os
@@ -19,20 +21,12 @@ from executorch.examples.models.llama.source_transformation.quantize import Quan
 from torch.export import Dim
 
 from op_harness import OpCase, all_cases, check_case, encode_inputs, export_case
-from pywebgpu.gpu import DEFAULT_LIMITS, ShaderError, request_device
+from pywebgpu.gpu import DEFAULT_LIMITS, ShaderError
 from pywebgpu.ops import embedding, row_blocks
+from pywebgpu.ops.linear import q4gsw
 from pywebgpu.runtime import ModelTooLargeError, load
 
-pytestmark = pytest.mark.native
-
-
-@pytest.fixture(scope="module", autouse=True)
-def default_limits_device():
-    """graph_programs' device, for this module's tests: one with the default limits."""
-    kept = graph_programs._device
-    graph_programs._device = asyncio.run(request_device(limits="default"))
-    yield graph_programs._device
-    graph_programs._device = kept
+pytestmark = [pytest.mark.native, pytest.mark.usefixtures("default_limits_device")]
 
 
 # A kernel of 512 invocations a workgroup: above the default 256. (wgpu-native does not
@@ -61,11 +55,6 @@ def run_case(case):
     return asyncio.run(graph_programs.run_graph(export_case(case), runs, case.kernel_set, case.hidden_features, case.batched, case.upgrade_before_run))
 
 
-@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.id)
-def test_op(case):
-    check_case(case, run_case(case))
-
-
 def splitting_tables(monkeypatch, binding_bytes=None):
     """Make every table over `binding_bytes` split (as over a device's binding limit; None:
     the device's own limits); returns the list of the row blocks each embedding is built with."""
@@ -86,6 +75,64 @@ def test_embedding_split_by_row_blocks(case, monkeypatch):
     made = splitting_tables(monkeypatch, 256)
     check_case(case, run_case(case))
     assert made and all(len(blocks) > 1 for blocks in made)
+
+
+class _Limits:
+    """A device's stand-in for row_blocks.binding_bytes: only its limits."""
+
+    def __init__(self, binding_bytes):
+        self.limits = {"maxStorageBufferBindingSize": binding_bytes, "maxBufferSize": binding_bytes}
+
+
+def splitting_linears(monkeypatch, smallest=True):
+    """Note the output blocks of every 4-bit linear built (returns their list), with
+    `smallest` each that can be stored by blocks in blocks of the fewest outputs allowed
+    (q4gsw.BLOCK_OUTPUTS)."""
+    made = []
+
+    def noted(rows, row_bytes, device, multiple=1):
+        limits = _Limits(multiple * max(row_bytes)) if smallest else device
+        made.append(row_blocks.row_blocks(rows, row_bytes, limits, multiple))
+        return made[-1]
+
+    monkeypatch.setattr(q4gsw, "row_blocks", noted)
+    return made
+
+
+# Linears of more outputs than a block, over every kernel of both sets (GEMVs, GEMMs, split
+# K, an RMSNorm folded in, bias, a residual, an exact GGUF linear's offsets and second
+# plane, 8-bit activations).
+SPLIT_LINEAR_CASES = (
+    "linear-q4gsw-gemv-wide-n16420-cpu",
+    "linear-q4gsw-gemv-wide-n16420-gpu",
+    "linear-q4gsw-m67-n132-cpu",
+    "linear-q4gsw-m67-n132-gpu",
+    "linear-q4gsw-norm-then-wide-cpu",
+    "linear-q4gsw-norm-then-wide-gpu",
+    "linear-q4gsw-norm-then-wide-k2080-gpu",
+    "linear-q4gsw-split-k-bias-gpu",
+    "linear-q4gsw-split-k-after-norm-gpu",
+    "linear-q4gsw-gemm-wide-bias-gpu",
+    "linear-q4gsw-gemm-wide-split-k-bias-gpu",
+    "linear-q4gsw-m131-n1100-upgraded-cpu",
+    "linear-dq8ca-gs64-m67-gpu",
+    "exact-wide-cpu",
+    "exact-wide-gpu",
+    "exact-norm-wide-2planes-cpu",
+    "exact-norm-wide-2planes-gpu",
+)
+
+
+@pytest.mark.parametrize("case", [c for c in all_cases() if c.id in SPLIT_LINEAR_CASES], ids=lambda c: c.id)
+def test_linear_split_by_output_blocks(case, monkeypatch):
+    made = splitting_linears(monkeypatch)
+    check_case(case, run_case(case))
+    assert any(len(blocks) > 1 for blocks in made), made
+    assert all(first % q4gsw.BLOCK_OUTPUTS == 0 for blocks in made for first, _ in blocks)
+
+
+def test_every_split_linear_case_exists():
+    assert len([c for c in all_cases() if c.id in SPLIT_LINEAR_CASES]) == len(SPLIT_LINEAR_CASES)
 
 
 # Llama-3.2-1B's embedding geometry: vocabulary 128,256, dim 2048, 4-bit groups of 32.
@@ -127,14 +174,15 @@ def test_llama_1b_embedding_split_by_row_blocks(llama_1b_embedding, monkeypatch)
 
 
 def test_model_too_large_is_refused_before_any_upload(default_limits_device):
-    """A linear's 4-bit weight (64 x 16,420: 525,440 bytes) above the binding limit: the
-    load is refused naming both numbers, and no buffer was made."""
+    """A linear's output (2 rows of 16,420 floats) above the binding limit, where its 4-bit
+    weight (525,440 bytes) would be stored by blocks: the load is refused naming both
+    numbers, and no buffer was made."""
     (case,) = [c for c in all_cases() if c.id == "linear-q4gsw-gemv-wide-n16420-gpu"]
     device = default_limits_device
     limits, allocated = device.limits, device.allocated_bytes
-    device.limits = {**limits, "maxStorageBufferBindingSize": 400_000}
+    device.limits = {**limits, "maxStorageBufferBindingSize": 100_000}
     try:
-        with pytest.raises(ModelTooLargeError, match="525,440 bytes in one buffer, above the adapter's maxStorageBufferBindingSize of 400,000"):
+        with pytest.raises(ModelTooLargeError, match=f"activations0 needs {4 * 2 * 16420:,} bytes in one buffer, above the adapter's maxStorageBufferBindingSize of 100,000"):
             asyncio.run(load(device, export_case(case)))
     finally:
         device.limits = limits
@@ -154,6 +202,19 @@ def test_llama_1b_slice(tmp_path_factory):
     trace = llama_1b_slice_trace(str(tmp_path_factory.getbasetemp()))
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "gpu"))
     check_trace(trace, answer["results"])
+
+
+def test_llama_1b_slice_stored_by_blocks(tmp_path_factory, monkeypatch):
+    """Under 64 MiB bindings its embedding and its LM head (128,256 outputs of 1,024 bytes)
+    are each stored as two blocks."""
+    tables = splitting_tables(monkeypatch, 64 * 1024 * 1024)
+    linears = splitting_linears(monkeypatch, smallest=False)
+    trace = llama_1b_slice_trace(str(tmp_path_factory.getbasetemp()))
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "gpu"))
+    check_trace(trace, answer["results"])
+    assert tables == [[(0, 65536), (65536, LLAMA_1B_VOCAB - 65536)]]
+    assert [(0, 65536), (65536, LLAMA_1B_VOCAB - 65536)] in linears
+    assert all(len(blocks) == 1 for blocks in linears if blocks[-1][0] + blocks[-1][1] != LLAMA_1B_VOCAB)
 
 
 # The op cases whose kernels run quad operations (attention's cpu and tiled kernels,

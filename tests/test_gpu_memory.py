@@ -41,7 +41,7 @@ def test_allocated_bytes_count_a_loaded_graph(tmp_path_factory):
     # concatenated copies made at build (the linear inside a fused norm + linear too).
     linears = [getattr(op, "linear", op) for op in graph.ops]
     concatenated = [op for op in linears if isinstance(op, LinearQ4gswConcat)]
-    packed = {id(b): b.size for op in concatenated for b in op.packed if b is not None}
+    packed = {id(b): b.size for op in concatenated for block in op.packed for b in block if b is not None}
     assert concatenated and not packed.keys() & tensor_buffers.keys()
     # ... which replace the constants they were made from: those are not uploaded.
     originals = [t for op in concatenated for linear in op.linears for t in (linear.weights, linear.scales, linear.bias) if t is not None]

@@ -1,4 +1,6 @@
-"""Every op case (tests/op_cases/) on wgpu-native against PyTorch."""
+"""Every op case (tests/op_cases/) on wgpu-native against PyTorch, on a device with
+WebGPU's default limits only: the cases' kernels and buffers do not depend on the limits,
+so this is also their run on the adapter's own."""
 
 import asyncio
 
@@ -7,7 +9,7 @@ import pytest
 import graph_programs
 from op_harness import all_cases, check_case, encode_inputs, export_case
 
-pytestmark = pytest.mark.native
+pytestmark = [pytest.mark.native, pytest.mark.usefixtures("default_limits_device")]
 
 
 @pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.id)

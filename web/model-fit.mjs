@@ -1,7 +1,8 @@
 // The page's WebGPU adapter, and whether a model fits it, told from its manifest alone
-// (before any download): each weight the runtime uploads is one GPU buffer, bound whole as
-// a storage binding, so the largest must be within both maxBufferSize and
-// maxStorageBufferBindingSize.
+// (before any download): the runtime stores embeddings and linears larger than one
+// storage binding by blocks, but keeps the linears it concatenates (a layer's q, k and v
+// projections, its gate and up projections) whole, each one buffer bound whole, so the
+// largest must be within both maxBufferSize and maxStorageBufferBindingSize.
 
 export function formatBytes(n) {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
@@ -13,14 +14,13 @@ export function formatBytes(n) {
 // to float32 as they upload, so any unquantized float is 4 bytes).
 const weightBytes = (rows, columns, bits) => Math.ceil((rows * columns * (bits ?? 32)) / 8);
 
-// The manifest's largest weight buffer: {name, bytes}. The linears' bits are 4 in every
-// quantized mode (4w, 8da4w); the fused gate|up linear is one buffer of both.
+// The manifest's largest weight buffer kept whole: {name, bytes}. The linears' bits are 4
+// in every quantized mode (4w, 8da4w).
 export function largestWeight(manifest) {
-  const { vocab_size: vocab, dim, ffn_dim: ffn, n_heads: heads, n_kv_heads: kvHeads, head_dim: headDim } = manifest.model;
+  const { dim, ffn_dim: ffn, n_heads: heads, n_kv_heads: kvHeads, head_dim: headDim } = manifest.model;
   const quantization = manifest.quantization ?? {};
   const linearBits = quantization.mode && quantization.mode !== "fp32" ? 4 : 32;
-  const candidates = [{ name: "the token embedding", bytes: weightBytes(vocab, dim, quantization.embedding?.bits) }];
-  if (!manifest.model.tied_embeddings) candidates.push({ name: "the output layer", bytes: weightBytes(vocab, dim, linearBits) });
+  const candidates = [{ name: "nothing", bytes: 0 }];
   if (ffn) candidates.push({ name: "a layer's gate and up projections", bytes: weightBytes(2 * ffn, dim, linearBits) });
   if (heads && kvHeads && headDim) {
     candidates.push({ name: "a layer's q, k and v projections", bytes: weightBytes((heads + 2 * kvHeads) * headDim, dim, linearBits) });

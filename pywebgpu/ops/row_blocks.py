@@ -1,6 +1,6 @@
 """Tables split by row blocks where one storage binding cannot hold them whole.
 
-A table (an embedding's weights and scales) larger than the device's
+A table (an embedding's weights and scales, a linear's by outputs) larger than the device's
 `maxStorageBufferBindingSize` or `maxBufferSize` is stored as several buffers of whole
 rows, one block of rows each, and its op dispatches once per block; where the device has
 room the table stays one buffer, uploaded by the graph as every constant is.
@@ -18,12 +18,13 @@ def binding_bytes(device) -> int:
     return min(limits["maxStorageBufferBindingSize"], limits["maxBufferSize"]) & ~15
 
 
-def row_blocks(rows: int, row_bytes, device) -> list[tuple[int, int]]:
+def row_blocks(rows: int, row_bytes, device, multiple: int = 1) -> list[tuple[int, int]]:
     """(first row, rows) of each block of tables of `rows` rows (of `row_bytes[i]` bytes in
-    table i) such that every table's block fits one binding; one block where all fit whole,
-    or where not even a row fits (the graph then refuses the table: runtime/fit.py)."""
+    table i) such that every table's block fits one binding, each block but the last a
+    multiple of `multiple` rows; one block where all fit whole, or where not even
+    `multiple` rows fit (the graph then refuses the table: runtime/fit.py)."""
     most = binding_bytes(device)
-    per_block = min(most // size for size in row_bytes)
+    per_block = min(most // size for size in row_bytes) // multiple * multiple
     if per_block == 0 or all(-(-rows * size // 16) * 16 <= most for size in row_bytes):
         return [(0, rows)]
     return [(first, min(per_block, rows - first)) for first in range(0, rows, per_block)]

@@ -158,5 +158,12 @@ CASES = [
     # The norm applied by a GEMV that writes several outputs, in groups of 32 and of 16.
     *exact("exact-norm-qkv", NormLinear(64, Qkv(64, (20, 12, 12), 32, seed=41), seed=42), expect_ops=(), **dynamic(64, 8, 1, seed=43)),
     *exact("exact-norm-group16", NormLinear(64, ExactLinear(64, 20, 16, seed=44), seed=45), expect_ops=(), **dynamic(64, 8, 1, seed=46)),
+    # Wider than a block of outputs (test_default_limits stores them by blocks): one plane,
+    # and an RMSNorm then two planes (the exact bundled model's LM head).
+    *exact("exact-wide", ExactLinear(64, 200, 32, seed=51), **dynamic(64, 5, 1, 72, seed=52)),
+    *exact(
+        "exact-norm-wide-2planes", NormLinear(64, ExactLinear(64, 200, 32, planes=2, seed=53), seed=54),
+        expect_ops=(RESIDUAL_OFFSETS_FUSED,), expect_no_ops=UNFUSED[:-1], **dynamic(64, 6, 1, seed=55),
+    ),
 ]
 CASES.append(without_subgroups(dataclasses.replace(CASES[0], kernel_set="cpu")))

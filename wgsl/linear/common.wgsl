@@ -8,8 +8,9 @@
 // of 8, so a word never straddles two groups and a row of x is a whole number of vec4s.
 //
 // Fusions the runtime makes that change what is read and written:
-// - p.residual: out = x W^T (+ bias) + residual, `side` [M, N] like out (a parameter, not
-//   an override, so that one pipeline serves the linears with and without a residual).
+// - p.residual: out = x W^T (+ bias) + residual, `side` [M, N] like out, a row N =
+//   p.split0 apart (a parameter, not an override, so that one pipeline serves the linears
+//   with and without a residual).
 // - X_SILU_MUL: x rows hold 2K values, a gate then an up projection; the linear reads
 //   silu(gate) * up in their place (the Llama MLP's down projection).
 // - several outputs: linears that read one x, their weights concatenated by rows; output
@@ -106,7 +107,7 @@ fn store(m: u32, n: u32, value: f32) {
     result += bias[n];
   }
   if (p.residual != 0u) {
-    result += side[m * p.n + n];
+    result += side[m * p.split0 + n];  // a row of N: p.split0 (one output)
   }
   if (n < p.split0) {
     out[m * p.split0 + n] = result;

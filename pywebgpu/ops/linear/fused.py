@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...gpu import STORAGE_USAGE
 from ..registry import OpHandler
 from . import plan
-from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly, bias_and_offsets
+from .q4gsw import LinearQ4gsw, LinearQ4gswWeightOnly, bias_and_offsets, record_blocks
 
 
 class LinearQ4gswResidual(LinearQ4gswWeightOnly):
@@ -45,6 +45,7 @@ class LinearQ4gswConcat(LinearQ4gsw):
     silu(gate) * up ([..., N1])."""
 
     MAX_OUTPUTS = 3  # the kernels' out, out1, out2
+    stores_by_blocks = False
 
     def __init__(self, graph, index, name, args, linears, silu_mul_out=False):
         super().__init__(graph, index, name, args)
@@ -103,7 +104,7 @@ class LinearQ4gswConcat(LinearQ4gsw):
             rows = [((g * self.scale_stride + first_output) * 4, g * linear.scale_stride * 4, linear.n * 4) for g in groups]
             graph.write_constant(scales, linear.scales, rows)
             first_output += linear.n
-        return weights, scales, bias
+        return [(weights, scales, bias)]
 
     def set_output_sizes(self) -> tuple[int, int]:
         lead = self.x.sizes[:-1]
@@ -134,10 +135,13 @@ class RmsNormLinear(OpHandler):
     def scratch_bytes(self) -> int:
         return self.linear.scratch_bytes()
 
+    def stored_constants(self) -> set:
+        return self.linear.stored_constants()
+
     async def build(self):
         await self.norm.build()
         await self.linear.build()
-        fused = plan.norm_kernels(self.linear.kernels, self.linear.n)
+        fused = plan.norm_kernels(self.linear.kernels, self.linear.block_n)
         self.fused = {kernel: await self.linear.make_kernel(kernel, self.norm) for kernel in fused}
 
     async def build_upgrades(self) -> bool:
@@ -153,4 +157,4 @@ class RmsNormLinear(OpHandler):
             self.norm.record(recorder)
             self.linear.record(recorder)
         elif self.linear.m:
-            recorder.dispatch(*fused, *self.linear.grid)
+            record_blocks(recorder, fused, self.linear.grids)

@@ -10,25 +10,37 @@ the bias.
 Weights stay packed on the GPU (see pte-format notes): W uint8 [N, K/2], low nibble first;
 scales f32 transposed to [K / group_size, N padded to a multiple of 4]. x is [..., K] with
 any live leading dims: M = their product. Which kernel runs is plan.py's choice.
+
+A linear whose weights, scales or bias and offsets one storage binding cannot hold is
+stored by blocks of outputs (row_blocks.py), one dispatch a block: each block's buffers
+hold its outputs' weight rows, scale columns and bias and offsets, and its kernels bind
+`out` (and a residual) from the block's first output on (a row's outputs stay N apart:
+p.split0 = N).
 """
 
 from __future__ import annotations
 
 from array import array
+from functools import cached_property
 
 from ...gpu import STORAGE_USAGE
 from ...values import numel
 from ..registry import OpHandler, register
+from ..row_blocks import row_blocks, store_row_blocks
 from . import plan
 from .params import PARAMS_BYTES, WORD_VALUES, dispatch_grid, pack_params, reduce_grid
 from .shaders import kernel_build
+
+# Outputs per block, in multiples: a block's first output is then at a multiple of 256
+# bytes of `out`, WebGPU's default minStorageBufferOffsetAlignment (every adapter's most).
+BLOCK_OUTPUTS = 64
 
 
 class LinearQ4gsw(OpHandler):
     """Base of the 4-bit linears: parses the weight arguments, runs GEMV or GEMM on
     `self.gemm_input` (x itself, or a dequantized copy made by a subclass)."""
 
-    RESIZED = ("grid", "k_splits", "kernel", "m", "reduce_grid")
+    RESIZED = ("grids", "k_splits", "kernel", "m", "reduce_grids")
 
     # With X_SILU_MUL (runtime/fusion/) x rows hold a gate and an up projection, 2K
     # values, and the linear reads silu(gate) * up.
@@ -38,6 +50,9 @@ class LinearQ4gsw(OpHandler):
     silu_mul_out = False
     residual = None  # a tensor added to the output (LinearQ4gswResidual)
     offsets = None  # the constant C [N, K / group_size] of the offsets (module docstring)
+    # Whether constants over one binding may be stored by output blocks (not where a
+    # fusion concatenates linears).
+    stores_by_blocks = True
 
     def parse_weights(self, weights: int, scales: int, group_size: int, bias: int):
         self.x, self.out = self.tensor(0), self.tensor(len(self.args) - 1)
@@ -83,6 +98,35 @@ class LinearQ4gsw(OpHandler):
         """Where the offsets start in the bias binding, in floats: after the bias, padded."""
         return -(-self.n // 4) * 4 if self.bias is not None else 0
 
+    @cached_property
+    def blocks(self) -> list[tuple[int, int]]:
+        """(first output, outputs) of each block of outputs the constants are stored by:
+        one block where one binding holds each of them whole (module docstring)."""
+        if not self.stores_by_blocks or any(t is not None and t.constant is None for t in (self.weights, self.scales, self.bias)):
+            return [(0, self.n)]
+        groups = self.k // self.group_size
+        output_bytes = [4 * self.weight_row_words, 4 * groups]
+        if self.bias is not None or self.offsets is not None:
+            output_bytes.append(4 * ((self.bias is not None) + groups * (self.offsets is not None)))
+        return row_blocks(self.n, output_bytes, self.graph.device, BLOCK_OUTPUTS)
+
+    @property
+    def block_n(self) -> int:
+        """The outputs of the widest block: those the kernels are chosen for."""
+        return self.blocks[0][1]
+
+    def block_layout(self, outputs: int) -> tuple[int, int]:
+        """(scale stride, offsets start) in the buffers of a block of `outputs` outputs."""
+        if len(self.blocks) == 1:
+            return self.scale_stride, self.offsets_start
+        stride = -(-outputs // 4) * 4
+        return stride, stride if self.bias is not None else 0
+
+    def stored_constants(self) -> set:
+        if len(self.blocks) == 1:
+            return set()
+        return {t.id for t in (self.weights, self.scales, self.bias, self.offsets) if t is not None}
+
     @property
     def gemm_input(self):
         return self.x.buffer
@@ -94,21 +138,43 @@ class LinearQ4gsw(OpHandler):
     def gemm_plans(self):
         """(M, gemm_plan) for the row counts that stand for all those this linear may run
         a GEMM for (see plan.gemm_plans)."""
-        return plan.gemm_plans(self.kernel_set, self.max_rows(), self.n, self.k)
+        return plan.gemm_plans(self.kernel_set, self.max_rows(), self.block_n, self.k)
 
     def scratch_bytes(self) -> int:
-        """The split-K GEMMs' sums (one per split and output) at the worst M."""
-        return max((4 * splits * m * self.n for m, (_, splits) in self.gemm_plans() if splits > 1), default=0)
+        """The split-K GEMMs' sums (one per split and output of a block) at the worst M."""
+        return max((4 * splits * m * self.block_n for m, (_, splits) in self.gemm_plans() if splits > 1), default=0)
 
     def packed_buffers(self):
-        """The buffers of the packed weights, the scales and the bias (None if none);
+        """Per block, the buffers of its packed weights, scales and bias (None if none);
         build() calls it once."""
+        if len(self.blocks) > 1:
+            return self.block_buffers()
         if self.offsets is not None:
-            return self.weights.buffer, self.scales.buffer, bias_and_offsets(self, [self])
-        return self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None
+            return [(self.weights.buffer, self.scales.buffer, bias_and_offsets(self, [self]))]
+        return [(self.weights.buffer, self.scales.buffer, self.bias.buffer if self.bias is not None else None)]
+
+    def block_buffers(self):
+        """packed_buffers' of a linear stored by blocks, written from the program's bytes."""
+        graph, groups = self.graph, self.k // self.group_size
+        weights = store_row_blocks(self, self.weights, self.blocks, 4 * self.weight_row_words)
+        packed = []
+        for (first, outputs), block_weights in zip(self.blocks, weights):
+            stride, start = self.block_layout(outputs)
+            label = f"{self.scales.label}.outputs{first}-{first + outputs - 1}"
+            scales = graph.device.create_buffer(4 * groups * stride, STORAGE_USAGE, label=label)
+            graph.write_constant(scales, self.scales, [(4 * g * stride, 4 * (g * self.scale_stride + first), 4 * outputs) for g in range(groups)])
+            bias = None
+            if self.bias is not None or self.offsets is not None:
+                bias = graph.device.create_buffer(4 * (start + groups * stride), STORAGE_USAGE, label=f"{label}.bias_offsets")
+                if self.bias is not None:
+                    graph.write_constant(bias, self.bias, [(0, 4 * first, 4 * outputs)])
+                if self.offsets is not None:
+                    graph.device.write_buffer(bias, transposed_offsets(self, first, outputs, stride), 4 * start)
+            packed.append((block_weights, scales, bias))
+        return packed
 
     async def build(self):
-        self.params = self.params_buffer(PARAMS_BYTES)
+        self.params = [self.params_buffer(PARAMS_BYTES) for _ in self.blocks]
         self.packed = self.packed_buffers()
         subgroups = "subgroups" in self.graph.device.features
         kernels = plan.decode_kernels(self.kernel_set, subgroups, self.group_size)
@@ -131,37 +197,39 @@ class LinearQ4gsw(OpHandler):
         return True
 
     async def make_kernel(self, kernel: str, norm=None, out=None, x=None):
-        """The pipeline and bind group of `kernel` (see shaders.kernel_build); with `norm`
-        (an RmsNorm handler whose output is x), one that reads the norm's input and
-        applies it (plan.NORM_KERNELS). `out`, `x`: buffers bound in those slots instead
-        (split K's scratch); gemm_reduce binds no weights."""
+        """The pipeline and a bind group per block of `kernel` (see shaders.kernel_build);
+        with `norm` (an RmsNorm handler whose output is x), one that reads the norm's input
+        and applies it (plan.NORM_KERNELS). `out`, `x`: buffers bound in those slots
+        instead (split K's scratch); gemm_reduce binds no weights."""
         device = self.graph.device
         source, entry_point, constants = kernel_build(
             kernel, "subgroups" in device.features, has_bias=self.bias is not None, x_silu_mul=self.x_silu_mul,
             norm_eps=norm.eps if norm is not None else None, silu_mul_out=self.silu_mul_out, group_size=self.group_size,
             has_offsets=self.offsets is not None,
         )
-        weights, scales, bias = self.packed
+        pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=entry_point, constants=constants)
         # Slots of absent operands: any read-only buffer of this dispatch for the bias and
         # the side operand (residual or norm weight: never both), the graph's spare
         # buffers for unused outputs.
         outputs = [tensor.buffer for tensor in self.outputs] + list(self.graph.spare_buffers)
         side = self.residual if self.residual is not None else norm.weight if norm is not None else None
-        buffers = {
-            0: out or outputs[0],
-            1: x or (norm.src.buffer if norm is not None else self.gemm_input),
-            2: weights,
-            3: scales,
-            4: bias or scales,
-            5: self.params,
-            6: side.buffer if side is not None else scales,
-            7: outputs[1],
-            8: outputs[2],
-        }
-        if kernel == "gemm_reduce":
-            del buffers[2], buffers[3]
-        pipeline = await device.compute_pipeline(source, label=f"linear_q4gsw#{self.index}", entry_point=entry_point, constants=constants)
-        return pipeline, device.bind_group(pipeline, buffers)
+        groups = []
+        for (first, _), (weights, scales, bias), params in zip(self.blocks, self.packed, self.params):
+            buffers = {
+                0: out or from_output(outputs[0], first),
+                1: x or (norm.src.buffer if norm is not None else self.gemm_input),
+                2: weights,
+                3: scales,
+                4: bias or scales,
+                5: params,
+                6: (from_output(side.buffer, first) if self.residual is not None else side.buffer) if side is not None else scales,
+                7: outputs[1],
+                8: outputs[2],
+            }
+            if kernel == "gemm_reduce":
+                del buffers[2], buffers[3]
+            groups.append(device.bind_group(pipeline, buffers))
+        return pipeline, groups
 
     def resize(self):
         x_features = 2 * self.k if self.x_silu_mul else self.k
@@ -169,17 +237,19 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"x has {self.x.sizes[-1]} input features, the weights {x_features}")
         self.m = numel(self.x.sizes[:-1])
         splits = self.set_output_sizes()
-        self.kernel, self.k_splits = plan.choose_kernel(self.kernel_set, self.m, self.n, self.k, self.kernels)
-        self.write_params(
-            self.params,
-            pack_params(
-                self.m, self.n, self.k, self.weight_row_words, self.scale_stride, self.group_size, *splits,
-                self.residual is not None, self.silu_mul_out, self.k_splits, self.offsets_start,
-            ),
-        )
-        self.grid = dispatch_grid(self.kernel, self.m, self.n, self.k_splits)
+        self.kernel, self.k_splits = plan.choose_kernel(self.kernel_set, self.m, self.block_n, self.k, self.kernels)
+        for (_, outputs), params in zip(self.blocks, self.params):
+            stride, offsets_start = self.block_layout(outputs)
+            self.write_params(
+                params,
+                pack_params(
+                    self.m, outputs, self.k, self.weight_row_words, stride, self.group_size, *splits,
+                    self.residual is not None, self.silu_mul_out, self.k_splits, offsets_start,
+                ),
+            )
+        self.grids = [dispatch_grid(self.kernel, self.m, outputs, self.k_splits) for _, outputs in self.blocks]
         if self.kernel in ("gemm", "gemm_wide"):
-            self.reduce_grid = reduce_grid(self.m, self.n)
+            self.reduce_grids = [reduce_grid(self.m, outputs) for _, outputs in self.blocks]
 
     def set_output_sizes(self) -> tuple[int, int]:
         """Set the outputs' live sizes; returns the kernel's (split0, split1): all N
@@ -191,10 +261,35 @@ class LinearQ4gsw(OpHandler):
         if not self.m:
             return
         if self.k_splits > 1:
-            recorder.dispatch(*self.kernels[f"{self.kernel}_split"], *self.grid)
-            recorder.dispatch(*self.kernels["gemm_reduce"], *self.reduce_grid)
+            (split, split_groups), (reduce, reduce_groups) = self.kernels[f"{self.kernel}_split"], self.kernels["gemm_reduce"]
+            for block in range(len(self.blocks)):
+                recorder.dispatch(split, split_groups[block], *self.grids[block])
+                recorder.dispatch(reduce, reduce_groups[block], *self.reduce_grids[block])
         else:
-            recorder.dispatch(*self.kernels[self.kernel], *self.grid)
+            record_blocks(recorder, self.kernels[self.kernel], self.grids)
+
+
+def from_output(buffer, first: int):
+    """`buffer` (an [M, N] output or residual) bound from output `first` of its first row."""
+    return (buffer, 4 * first, buffer.size - 4 * first) if first else buffer
+
+
+def record_blocks(recorder, kernel, grids):
+    """Dispatch `kernel` (a pipeline and its bind group per block) once per block."""
+    pipeline, groups = kernel
+    for group, grid in zip(groups, grids):
+        recorder.dispatch(pipeline, group, *grid)
+
+
+def transposed_offsets(op: LinearQ4gsw, first: int, outputs: int, stride: int) -> array:
+    """The offsets C [N, G] of `op`'s outputs first .. first + outputs - 1, transposed like
+    the scales: [G, stride]."""
+    groups = op.k // op.group_size
+    offsets = array("f", op.graph.constant_bytes(op.offsets)[4 * first * groups : 4 * (first + outputs) * groups])
+    transposed = array("f", bytes(4 * groups * stride))
+    for g in range(groups):
+        transposed[g * stride : g * stride + outputs] = offsets[g::groups]
+    return transposed
 
 
 def bias_and_offsets(op: LinearQ4gsw, linears) -> object:
@@ -211,11 +306,10 @@ def bias_and_offsets(op: LinearQ4gsw, linears) -> object:
         if linear.bias is not None:
             op.graph.write_constant(buffer, linear.bias, [(first_output * 4, 0, linear.n * 4)])
         if linear.offsets is not None:
-            # C [N, G] as stored, transposed: column g is every G-th value from g.
-            offsets = array("f", op.graph.constant_bytes(linear.offsets)[: 4 * linear.n * groups])
+            columns = transposed_offsets(linear, 0, linear.n, linear.n)
             for g in range(groups):
                 row = g * op.scale_stride + first_output
-                transposed[row : row + linear.n] = offsets[g::groups]
+                transposed[row : row + linear.n] = columns[g * linear.n : (g + 1) * linear.n]
         first_output += linear.n
     if transposed is not None:
         op.graph.device.write_buffer(buffer, transposed, 4 * start)
