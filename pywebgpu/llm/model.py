@@ -10,9 +10,9 @@ import importlib.resources
 import sys
 from pathlib import PurePosixPath
 
-from .. import pte
 from ..gpu import IN_BROWSER, BufferOwner, Device, GPUError, is_js_buffer, request_device
-from ..runtime import GraphRuntime, HostTensor, JsArrayBufferSource
+from ..runtime import GraphRuntime, HostTensor, RangedFile, blob_pieces, file_pieces, read_graph
+from ..runtime.ranged_file import PIECE_BYTES
 from .chat_template import ChatTemplate
 from .logits_top_k import LogitsTopK
 from .manifest import ModelFileError, parse_manifest
@@ -121,7 +121,41 @@ async def _sha256_hex(data) -> str:
 
 
 def _byte_length(data) -> int:
-    return data.byteLength if is_js_buffer(data) else len(data)
+    return data.byteLength if is_js_buffer(data) and not isinstance(data, RangedFile) else len(data)
+
+
+def _is_js_blob(data) -> bool:
+    if not IN_BROWSER or not is_js_buffer(data):
+        return False
+    import js
+
+    return bool(js.Blob.prototype.isPrototypeOf(data))
+
+
+def _chunk_check(chunk_bytes: int, chunk_sha256: list, size: int):
+    """A RangedFile's check of each piece (one chunk) against its sha256 in the manifest."""
+
+    async def check(index: int, data):
+        if await _sha256_hex(data) != chunk_sha256[index]:
+            first = index * chunk_bytes
+            last = min(first + chunk_bytes, size) - 1
+            raise ModelFileError(f"the model file's sha256 of bytes {first:,}-{last:,} does not match its manifest: the file is damaged")
+
+    return check
+
+
+def _piece_by_piece(pte_data, location: str, expected: dict, sha256_checked: bool):
+    """The .pte as a RangedFile read by the manifest's chunks, each checked as it is read,
+    where it is a file natively (pte_data None) or a JS Blob (a File, a Cache API entry's
+    blob) and the manifest has chunk sha256s or the caller checked the file; else pte_data."""
+    chunked = "chunk_sha256" in expected
+    if not (chunked or sha256_checked) or not (pte_data is None and not IN_BROWSER or _is_js_blob(pte_data)):
+        return pte_data
+    piece_bytes = expected["chunk_bytes"] if chunked else PIECE_BYTES
+    check = None if sha256_checked else _chunk_check(piece_bytes, expected["chunk_sha256"], expected["bytes"])
+    if pte_data is None:
+        return file_pieces(location, piece_bytes, check)
+    return blob_pieces(pte_data, piece_bytes, check)
 
 
 # Decode steps a chat submits together on a GPU (start_next_steps): one submission, JS call
@@ -199,9 +233,15 @@ class LanguageModel:
         stage = on_stage or (lambda name: None)
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
-        if pte_data is None:
+        pte_location = _sibling(manifest_location, expected["file"])
+        pte_data = _piece_by_piece(pte_data, pte_location, expected, sha256_checked)
+        if isinstance(pte_data, RangedFile):
+            sha256_checked = True  # piece by piece as the pieces are read
+        elif _is_js_blob(pte_data):
+            pte_data = await pte_data.arrayBuffer()
+        elif pte_data is None:
             stage("download")
-            pte_data, sha256_checked = await _read_model_bytes(_sibling(manifest_location, expected["file"]), expected, on_progress)
+            pte_data, sha256_checked = await _read_model_bytes(pte_location, expected, on_progress)
         if _byte_length(pte_data) != expected["bytes"]:
             raise ModelFileError(
                 f"the model file has {_byte_length(pte_data)} bytes, its manifest says {expected['bytes']}: it is truncated or damaged"
@@ -212,8 +252,7 @@ class LanguageModel:
         device = device or await request_device()
         stage("program")
         # runtime.load's two steps, apart so that each reports its stage.
-        program = pte.load_program(JsArrayBufferSource(pte_data) if is_js_buffer(pte_data) else pte_data)
-        graph = GraphRuntime(device, program.vulkan_graph("forward"), pte_data, kernel_set)
+        graph = GraphRuntime(device, await read_graph(pte_data), pte_data, kernel_set)
         stage("build")
         await graph.build()
         top_k = LogitsTopK(graph)

@@ -212,6 +212,11 @@ class OpHandler(OpPart):
         which the graph leaves to it instead of uploading them whole. Asked before the ops build."""
         return set()
 
+    def host_constants(self) -> tuple:
+        """The constant tensors whose bytes this op reads on the host as it builds
+        (graph.constant_bytes). Asked before the ops build."""
+        return ()
+
     async def build(self):
         pass
 

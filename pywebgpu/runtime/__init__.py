@@ -11,6 +11,7 @@ from .. import pte
 from ..gpu import Device, is_js_buffer
 from .fit import ModelTooLargeError
 from .graph import GraphRuntime, HostTensor
+from .ranged_file import RangedFile, blob_pieces, file_pieces, read_vulkan_graph
 
 
 class JsArrayBufferSource:
@@ -31,14 +32,23 @@ class JsArrayBufferSource:
         return js.Uint8Array.new(self.array_buffer, offset, size).to_bytes()
 
 
+async def read_graph(data, method: str = "forward") -> pte.VkGraph:
+    """`method`'s Vulkan graph in a .pte: bytes-like, a JS ArrayBuffer or a RangedFile."""
+    if isinstance(data, RangedFile):
+        return await read_vulkan_graph(data, method)
+    return pte.load_program(JsArrayBufferSource(data) if is_js_buffer(data) else data).vulkan_graph(method)
+
+
 async def load(device: Device, data, method: str = "forward", *, kernel_set: str | None = None) -> GraphRuntime:
-    """Read a .pte (bytes-like, or a JS ArrayBuffer in the browser) and build its graph,
-    whose ops run `kernel_set`'s kernels ("cpu" or "gpu"; None: those that suit the device)."""
-    source = JsArrayBufferSource(data) if is_js_buffer(data) else data
-    program = pte.load_program(source)
-    graph = GraphRuntime(device, program.vulkan_graph(method), data, kernel_set)
+    """Read a .pte (bytes-like, a JS ArrayBuffer in the browser, or a RangedFile: one read
+    piece by piece) and build its graph, whose ops run `kernel_set`'s kernels ("cpu" or
+    "gpu"; None: those that suit the device)."""
+    graph = GraphRuntime(device, await read_graph(data, method), data, kernel_set)
     await graph.build()
     return graph
 
 
-__all__ = ["GraphRuntime", "HostTensor", "JsArrayBufferSource", "ModelTooLargeError", "load"]
+__all__ = [
+    "GraphRuntime", "HostTensor", "JsArrayBufferSource", "ModelTooLargeError", "RangedFile",
+    "blob_pieces", "file_pieces", "load", "read_graph",
+]

@@ -7,6 +7,7 @@ from ..gpu import STORAGE_USAGE, Device, is_js_buffer
 from ..ops.registry import OpError
 from ..ops.widen import HalfWidener, widen_on_host
 from ..values import Tensor, numel
+from .ranged_file import RangedFile, write_in_file_order
 
 
 def is_widened(tensor: Tensor) -> bool:
@@ -31,7 +32,9 @@ def upload_bytes(tensor: Tensor) -> int:
 
 
 class Constants:
-    """The constants of one graph, read from `data` (the .pte bytes, or a JS ArrayBuffer).
+    """The constants of one graph, read from `data` (the .pte bytes, a JS ArrayBuffer, or a
+    RangedFile: then every write waits for `flush`, which reads the file once in order, and
+    the constants read on the host are those `keep` kept).
 
     Widened constants are made on first use: their bytes uploaded as they are, widened by a
     dispatch that `finish` submits, with the copies `write` queued from the float32 images,
@@ -46,6 +49,7 @@ class Constants:
         self._widening = None  # the recorder of the widening dispatches and copies
         self._widened: dict[int, object] = {}  # tensor id → float32 image
         self._float16_uploads: list = []
+        self._file_writes: list = []  # (buffer, buffer offset, file offset, size) for flush
 
     async def start_widening(self):
         """Build the widening kernel, if any constant is widened."""
@@ -75,7 +79,7 @@ class Constants:
                 self._widening.copy(image, buffer, size, src_offset=offset, dst_offset=buffer_offset)
             return
         start = tensor.constant.offset
-        self.device.write_buffer_ranges(buffer, self.data, [(to, start + offset, size) for to, offset, size in ranges])
+        self._write_from_file(buffer, [(to, start + offset, size) for to, offset, size in ranges])
 
     def bytes_of(self, tensor: Tensor) -> bytes:
         """The data of a constant tensor, or of one sharing a constant's buffer (prepack)."""
@@ -85,6 +89,22 @@ class Constants:
         check_constant(source)
         data = bytes(self._read_bytes(source.constant.offset, source.constant.size))
         return widen_on_host(data) if is_widened(source) else data
+
+    async def keep(self, tensors):
+        """Have the bytes of constants `tensors` (or those whose buffers they share) at hand
+        for bytes_of: read now from a RangedFile, which otherwise streams them by."""
+        if isinstance(self.data, RangedFile):
+            for tensor in tensors:
+                ref = self.values[self.aliases.get(tensor.id, tensor.id)].constant
+                await self.data.keep(ref.offset, ref.size)
+
+    async def flush(self):
+        """Queue the writes from a RangedFile, in file order."""
+        writes, self._file_writes = self._file_writes, []
+        if writes:
+            await write_in_file_order(self.device, self.data, writes)
+        if isinstance(self.data, RangedFile):
+            self.data.release()
 
     def finish(self):
         """Submit the widening and its copies; free the float16 uploads, and the images that
@@ -112,6 +132,9 @@ class Constants:
         """A buffer holding a constant's bytes as the program stores them."""
         # Whole vec4s: kernels may read a constant as vec4s (the KV caches).
         buffer = self.device.create_buffer((ref.size + 15) & ~15, STORAGE_USAGE, label=label)
+        if isinstance(self.data, RangedFile):
+            self._file_writes.append((buffer, 0, ref.offset, ref.size))
+            return buffer
         aligned = ref.size & ~3
         self.device.write_buffer(buffer, self.data, data_offset=ref.offset, size=aligned)
         if aligned != ref.size:  # WebGPU writes whole words: pad the last few bytes
@@ -119,7 +142,16 @@ class Constants:
             self.device.write_buffer(buffer, tail, buffer_offset=aligned)
         return buffer
 
+    def _write_from_file(self, buffer, ranges):
+        """Queue each (buffer offset, file offset, size) of `ranges` into `buffer`."""
+        if isinstance(self.data, RangedFile):
+            self._file_writes.extend((buffer, to, offset, size) for to, offset, size in ranges)
+        else:
+            self.device.write_buffer_ranges(buffer, self.data, ranges)
+
     def _read_bytes(self, offset, size):
+        if isinstance(self.data, RangedFile):
+            return self.data.read(offset, size)
         if is_js_buffer(self.data):
             import js
 

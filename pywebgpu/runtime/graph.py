@@ -42,7 +42,7 @@ class GraphRuntime:
         load_all_ops()
         self.device = device
         self.kernel_set = kernel_set or registry.default_kernel_set(device)
-        self._data = data  # the .pte bytes, or a JS ArrayBuffer: constants upload from it
+        self._data = data  # the .pte bytes, a JS ArrayBuffer or a RangedFile: constants upload from it
         self.values = [runtime_value(i, v) for i, v in enumerate(graph.values)]
         # In the method's argument order (the graph's own lists follow first use). An
         # input the graph never reads is None: its data is checked, then dropped.
@@ -142,12 +142,14 @@ class GraphRuntime:
                 self.values[tensor_id].buffer = buffer
         for out_id, in_id in aliases.items():
             self.values[out_id].buffer = self.values[in_id].buffer
+        await constants.keep([t for op in self.ops for t in op.host_constants()])
         # All ops at once: where pipelines compile asynchronously (the browser), they
         # compile side by side while the host goes on with the next ops.
         outcomes = await asyncio.gather(*(op.build() for op in self.ops), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        await constants.flush()
         constants.finish()
         self._mark_all_stale()
         self.built = True

@@ -55,6 +55,9 @@ class RopeSdpaWithKvCache(SdpaWithKvCache):
         # Every value it reads or writes, for the runtime's tracking and memory plan.
         self.args = (*args, *rope.args[2:])
 
+    def host_constants(self) -> tuple:
+        return (self.rope.cos, self.rope.sin)  # packed into pairs on the host (rope_table)
+
     def rope_bindings(self):
         return rope_table(self.graph, self.rope.cos, self.rope.sin), self.graph.int_on_gpu(self.rope.start_id)
 

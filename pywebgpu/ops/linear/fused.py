@@ -88,6 +88,9 @@ class LinearQ4gswConcat(LinearQ4gsw):
                 return False
         return True
 
+    def host_constants(self) -> tuple:
+        return tuple(linear.offsets for linear in self.linears if linear.offsets is not None)
+
     def packed_buffers(self):
         graph, device, linears = self.graph, self.graph.device, self.linears
         label = f"{self.name}#{self.index}"
@@ -137,6 +140,9 @@ class RmsNormLinear(OpHandler):
 
     def stored_constants(self) -> set:
         return self.linear.stored_constants()
+
+    def host_constants(self) -> tuple:
+        return self.linear.host_constants()
 
     async def build(self):
         await self.norm.build()

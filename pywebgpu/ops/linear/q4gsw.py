@@ -122,6 +122,9 @@ class LinearQ4gsw(OpHandler):
         stride = -(-outputs // 4) * 4
         return stride, stride if self.bias is not None else 0
 
+    def host_constants(self) -> tuple:
+        return () if self.offsets is None else (self.offsets,)  # transposed on the host
+
     def stored_constants(self) -> set:
         if len(self.blocks) == 1:
             return set()
