@@ -1,6 +1,7 @@
 """A local HTTP server for the web bundle: correct MIME types for Pyodide, COOP/COEP headers
 so pages are cross-origin isolated (SharedArrayBuffer, finer timers), a content security
-policy, nothing served from outside its folders, and a package index of the bundle's wheels."""
+policy, nothing served from outside its folders, byte ranges of files (HTTP Range), and a
+package index of the bundle's wheels."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import html
 import http.server
 import io
+import re
 import threading
 from pathlib import Path
 from urllib.parse import unquote
@@ -60,6 +62,27 @@ def _project(wheel_name: str) -> str:
     return wheel_name.split("-", 1)[0].replace("_", "-").lower()
 
 
+# One range of bytes (what browsers and pywebgpu's piece reads ask for); others get the file.
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)")
+
+
+class _Limited(io.RawIOBase):
+    """The next `left` bytes of an open file, for copyfile."""
+
+    def __init__(self, file, left: int):
+        self.file, self.left = file, left
+
+    def read(self, size=-1):
+        size = self.left if size < 0 else min(size, self.left)
+        data = self.file.read(size)
+        self.left -= len(data)
+        return data
+
+    def close(self):
+        self.file.close()
+        super().close()
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     mounts: dict[str, Path] = {}
     post_handlers: dict = {}
@@ -89,10 +112,34 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         url_path = unquote(self.path.split("?", 1)[0])
         if url_path.startswith(SIMPLE_INDEX):
             return self._send_index_page(url_path[len(SIMPLE_INDEX) :].strip("/"))
-        if self._served_path(self.path) is None:
+        served = self._served_path(self.path)
+        if served is None:
             self.send_error(404, "Not found")
             return None
+        asked = _RANGE.fullmatch(self.headers.get("Range", ""))
+        if asked and served.is_file():
+            return self._send_range(served, asked)
         return super().send_head()
+
+    def _send_range(self, path: Path, asked):
+        """206 with bytes first..last of the file (last omitted: to its end), or 416."""
+        size = path.stat().st_size
+        first = int(asked[1])
+        last = min(int(asked[2]), size - 1) if asked[2] else size - 1
+        if first > last:
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{size}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        file = open(path, "rb")
+        file.seek(first)
+        self.send_response(206)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
+        self.send_header("Content-Length", str(last - first + 1))
+        self.end_headers()
+        return _Limited(file, last - first + 1)
 
     def _send_index_page(self, project: str):
         wheels = sorted((Path(self.directory) / INDEX_WHEELS).glob("*.whl"))

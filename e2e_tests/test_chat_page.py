@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -626,6 +627,58 @@ def test_language_model_refuses_a_damaged_file(python_page, bundled_model, trunc
     python_page.load_module("load_check", LOAD_CHECK_SOURCE)
     error = python_page.call("load_check", "load_error", f"/models/{bundled_model.name}", f"/models/{pte_file}", truncate_to, flip_byte)
     assert error is not None and error[0] == "ModelFileError" and detail in error[1], error
+
+
+# LanguageModel.load reading a .pte piece by piece (runtime.RangedFile): by HTTP Range
+# requests as the build goes, or from a Blob, each piece checked against its chunk sha256.
+PIECES_SOURCE = """
+import js
+from pywebgpu.llm import ChatSession, LanguageModel
+
+async def greedy_reply_by_pieces(manifest_url, source, question, max_tokens):
+    pte_data = None
+    if source == "blob":
+        pte_url = js.URL.new(js.JSON.parse(await (await js.fetch(manifest_url)).text()).pte.file, js.URL.new(manifest_url, js.location.href)).href
+        pte_data = await (await js.fetch(pte_url)).blob()
+    progress = []
+    try:
+        model = await LanguageModel.load(manifest_url, pte_data=pte_data, by_pieces=source == "range", on_progress=lambda done, total: progress.append(done))
+    except Exception as error:
+        return {"error": [type(error).__name__, str(error)]}
+    chat = ChatSession(model)
+    text = "".join([piece async for piece in chat.send(question, max_tokens=max_tokens)])
+    return {"text": text, "progress": progress}
+"""
+
+
+@pytest.mark.parametrize("source", ["range", "blob"])
+def test_model_loaded_by_pieces_replies_like_eager(python_page, bundled_model, source):
+    """By Range requests (the test server answers them) with progress a piece, or from a
+    Blob: the greedy reply is eager PyTorch's."""
+    question = "What is the capital of France?"
+    python_page.load_module("pieces", PIECES_SOURCE)
+    answer = python_page.call("pieces", "greedy_reply_by_pieces", f"/models/{bundled_model.name}", source, question, MAX_TOKENS)
+    assert "error" not in answer, answer
+    assert answer["text"] == eager_greedy_reply(bundled_model, question, MAX_TOKENS)
+    if source == "range":
+        size = json.loads(bundled_model.read_text())["pte"]["bytes"]
+        assert answer["progress"] == sorted(answer["progress"]) and answer["progress"][-1] == size, answer["progress"]
+
+
+def test_model_by_pieces_with_a_damaged_chunk_is_refused(python_page, web_server, bundled_model):
+    """One byte flipped in the .pte's fourth chunk of 4 MiB: refused as that chunk comes."""
+    folder = web_server.files_dir / "bad-pieces"
+    folder.mkdir(exist_ok=True)
+    manifest = json.loads(bundled_model.read_text())
+    manifest["pte"] = pte_entry_with_chunks(bundled_model)
+    data = bytearray(bundled_model.with_name(manifest["pte"]["file"]).read_bytes())
+    data[3 * TEST_CHUNK_BYTES + 100] ^= 0x10
+    (folder / manifest["pte"]["file"]).write_bytes(data)
+    shutil.copyfile(bundled_model.with_name(manifest["tokenizer"]["file"]), folder / manifest["tokenizer"]["file"])
+    (folder / "model.json").write_text(json.dumps(manifest))
+    python_page.load_module("pieces", PIECES_SOURCE)
+    answer = python_page.call("pieces", "greedy_reply_by_pieces", "/files/bad-pieces/model.json", "range", "Hi", 1)
+    assert answer["error"] == ["ModelFileError", "the model file's sha256 of bytes 12,582,912-16,777,215 does not match its manifest: the file is damaged"]
 
 
 # LanguageModel.load's download of a .pte (no pte_data given): the body read in JS into one

@@ -35,13 +35,14 @@ def test_tiny_llama_prefill_and_decode(python_page, tmp_path_factory, float_dtyp
     check_decode_resizes(answers[1]["resized"])
 
 
-def run_and_check(python_page, file_name, traces, upgrade_before_run=None):
+def run_and_check(python_page, file_name, traces, upgrade_before_run=None, piece_bytes=()):
     """Run each kernel set's trace (`traces`: kernel set -> LlamaTrace, one program) in the
-    page, the graph's upgrades built before run `upgrade_before_run`, and check it
-    (check_run); returns the answers, in the order of `traces`."""
+    page, the graph's upgrades built before run `upgrade_before_run`, loaded from a Blob by
+    pieces of `piece_bytes` if given, and check it (check_run); returns the answers, in
+    the order of `traces`."""
     (python_page.server.files_dir / file_name).write_bytes(next(iter(traces.values())).pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, [], False, upgrade_before_run] for kernel_set, trace in traces.items()]
+    jobs = [[f"/files/{file_name}", trace.runs, kernel_set, [], False, upgrade_before_run, *piece_bytes] for kernel_set, trace in traces.items()]
     answers = python_page.call("graph_programs", "run_graphs_from_urls", jobs)
     for answer in answers:
         assert "error" not in answer, answer.get("error")
@@ -50,14 +51,25 @@ def run_and_check(python_page, file_name, traces, upgrade_before_run=None):
 
 
 def run_llama_1b_slice(python_page, tmp_dir: str):
-    """llama_fixtures' slice of the 1B geometry in the page, on the device's own kernel
-    set, against eager PyTorch (check_trace)."""
+    """llama_fixtures' slice of the 1B geometry in the page, loaded from a Blob by 16 MiB
+    pieces (never one ArrayBuffer of the file), on the device's own kernel set, against
+    eager PyTorch (check_trace)."""
     trace = llama_1b_slice_trace(tmp_dir)
     (python_page.server.files_dir / "llama_1b_slice.pte").write_bytes(trace.pte)
     python_page.load_module("graph_programs", Path(graph_programs.__file__).read_text())
-    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [["/files/llama_1b_slice.pte", trace.runs, None, [], False, None]])
+    job = ["/files/llama_1b_slice.pte", trace.runs, None, [], False, None, 16 << 20]
+    (answer,) = python_page.call("graph_programs", "run_graphs_from_urls", [job])
     assert "error" not in answer, answer.get("error")
     check_trace(trace, answer["results"])
+
+
+@pytest.mark.parametrize("float_dtype", ["float32", "float16"])
+def test_tiny_llama_piece_by_piece(python_page, tmp_path_factory, float_dtype):
+    """Loaded from a Blob by pieces of an odd size (writes straddle pieces at every byte
+    offset mod 4), with both kernel sets."""
+    folder = str(tmp_path_factory.getbasetemp())
+    traces = {ks: tiny_llama_trace(folder, float_dtype == "float16", ks) for ks in ("cpu", "gpu")}
+    run_and_check(python_page, "tiny_llama_pieces.pte", traces, piece_bytes=(4099,))
 
 
 @pytest.mark.parametrize("float_dtype", ["float32", "float16"])

@@ -148,16 +148,20 @@ def _noting_resizes(op, resized):
 
 async def run_graphs_from_urls(jobs):
     """In the page: [[url, runs, kernel_set, hidden_features, batched, upgrade_before_run],
-    ...] → per job run_graph's answer or {"error": "..."}."""
+    ...] → per job run_graph's answer or {"error": "..."}. A job with a seventh item, piece
+    bytes, loads the .pte from a Blob piece by piece (runtime.blob_pieces), not an ArrayBuffer."""
     import js
 
+    from pywebgpu.runtime import blob_pieces
+
     answers = []
-    for url, runs, kernel_set, hidden_features, batched, upgrade_before_run in jobs:
+    for url, runs, kernel_set, hidden_features, batched, upgrade_before_run, *piece_bytes in jobs:
         try:
             response = await js.fetch(url)
             if not response.ok:
                 raise RuntimeError(f"fetching {url}: HTTP {response.status}")
-            answers.append(await run_graph(await response.arrayBuffer(), runs, kernel_set, hidden_features, batched, upgrade_before_run))
+            data = blob_pieces(await response.blob(), *piece_bytes) if piece_bytes else await response.arrayBuffer()
+            answers.append(await run_graph(data, runs, kernel_set, hidden_features, batched, upgrade_before_run))
         except Exception as error:  # reported per case, so one failure does not hide the rest
             answers.append({"error": f"{type(error).__name__}: {error}"})
     return answers

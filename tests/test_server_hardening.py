@@ -1,6 +1,6 @@
 """devtools/server.py serves nothing outside its web root and mounts (path traversal, encoded
 separators, absolute paths, symlinks out), sends its content security policy, and its
-package index links the served wheels with their sha256."""
+package index links the served wheels with their sha256; it answers byte ranges."""
 
 import hashlib
 import http.client
@@ -39,11 +39,13 @@ def server(tmp_path_factory):
         yield running
 
 
-def get(server, path: str):
+def get(server, path: str, headers=()):
     """GET `path` sent exactly as written (no client-side normalization)."""
     address = urlparse(server.url)
     connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
     connection.putrequest("GET", path, skip_accept_encoding=True)
+    for name, value in headers:
+        connection.putheader(name, value)
     connection.endheaders()
     response = connection.getresponse()
     body = response.read()
@@ -121,3 +123,23 @@ def test_package_index_links_the_wheels(server):
     assert get(server, f"/vendor/wheels/{wheel.name}")[2] == wheel.read_bytes()
     assert re.findall(rb'href="([^"]+)"', get(server, "/vendor/simple/")[2]) == [b"demo-pkg/"]
     assert get(server, "/vendor/simple/not-here/")[0] == 404
+
+
+TEXT = "inside the mount"
+
+
+@pytest.mark.parametrize(
+    "asked, first, last",
+    [("bytes=0-5", 0, 5), ("bytes=7-", 7, len(TEXT) - 1), ("bytes=3-999", 3, len(TEXT) - 1)],
+)
+def test_byte_ranges(server, asked, first, last):
+    status, headers, body = get(server, "/m/file.txt", [("Range", asked)])
+    assert (status, body) == (206, TEXT[first : last + 1].encode())
+    assert headers["Content-Range"] == f"bytes {first}-{last}/{len(TEXT)}"
+    assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+
+
+def test_byte_range_past_the_end_or_outside(server):
+    status, headers, _ = get(server, "/m/file.txt", [("Range", f"bytes={len(TEXT)}-")])
+    assert (status, headers["Content-Range"]) == (416, f"bytes */{len(TEXT)}")
+    assert get(server, "/m/link-out.txt", [("Range", "bytes=0-3")])[0] == 404

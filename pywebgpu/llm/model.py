@@ -27,10 +27,18 @@ def _sibling(manifest_location: str, name: str) -> str:
     return str(PurePosixPath(manifest_location).parent / name)
 
 
-async def _fetch(url: str):
+async def _fetch(url: str, byte_range: tuple[int, int] | None = None):
+    """GET `url`, or its bytes first..last (an HTTP Range request, answered 206)."""
     import js
+    from pyodide.ffi import to_js
 
-    response = await js.fetch(url)
+    if byte_range is None:
+        response = await js.fetch(url)
+    else:
+        headers = {"Range": "bytes={}-{}".format(*byte_range)}
+        response = await js.fetch(url, to_js({"headers": headers}, dict_converter=js.Object.fromEntries))
+        if response.status == 200:
+            raise ModelFileError(f"the server of {url} answers no Range requests, which loading the model piece by piece needs")
     if not response.ok:
         raise ModelFileError(f"downloading {url} failed: HTTP {response.status}")
     return response
@@ -144,18 +152,54 @@ def _chunk_check(chunk_bytes: int, chunk_sha256: list, size: int):
     return check
 
 
-def _piece_by_piece(pte_data, location: str, expected: dict, sha256_checked: bool):
-    """The .pte as a RangedFile read by the manifest's chunks, each checked as it is read,
-    where it is a file natively (pte_data None) or a JS Blob (a File, a Cache API entry's
-    blob) and the manifest has chunk sha256s or the caller checked the file; else pte_data."""
+# A .pte larger than this downloads piece by piece (HTTP Range requests) unless the caller
+# says otherwise: one ArrayBuffer of it would hold the whole file in the page.
+WHOLE_DOWNLOAD_MAX_BYTES = 1 << 30
+
+
+def _url_pieces(url: str, size: int, piece_bytes: int, check, on_progress) -> RangedFile:
+    """A RangedFile over `url`, a piece a Range request."""
+    received = 0
+
+    async def read_piece(index: int):
+        nonlocal received
+        first = index * piece_bytes
+        last = min(first + piece_bytes, size) - 1
+        response = await _fetch(url, (first, last))
+        total = (response.headers.get("Content-Range") or "").rpartition("/")[2]
+        if total != str(size):
+            raise ModelFileError(f"the model file {url} has {total or 'an unknown number of'} bytes, its manifest says {size}")
+        data = await response.arrayBuffer()
+        received = min(received + data.byteLength, size)
+        if on_progress:
+            on_progress(received, size)
+        return data
+
+    return RangedFile(size, read_piece, piece_bytes, check)
+
+
+def _piece_by_piece(pte_data, location: str, expected: dict, sha256_checked: bool, by_pieces, on_progress):
+    """The .pte as a RangedFile read by the manifest's chunks, each checked as it is read
+    (unless the caller checked the file): natively from the file (pte_data None); in the
+    browser from a JS Blob (a File, a Cache API entry's blob), or downloaded by Range
+    requests where `by_pieces` (None: where larger than WHOLE_DOWNLOAD_MAX_BYTES). Else
+    pte_data. Needs the manifest's chunk sha256s, or a file the caller checked."""
     chunked = "chunk_sha256" in expected
-    if not (chunked or sha256_checked) or not (pte_data is None and not IN_BROWSER or _is_js_blob(pte_data)):
+    if pte_data is None and IN_BROWSER:
+        wanted = by_pieces if by_pieces is not None else expected["bytes"] > WHOLE_DOWNLOAD_MAX_BYTES
+        if wanted and not chunked:
+            raise ModelFileError("loading the model piece by piece needs the chunk sha256s its manifest lacks (pte.chunk_sha256)")
+        if not wanted:
+            return None
+    elif not (chunked or sha256_checked) or not (pte_data is None or _is_js_blob(pte_data)):
         return pte_data
     piece_bytes = expected["chunk_bytes"] if chunked else PIECE_BYTES
     check = None if sha256_checked else _chunk_check(piece_bytes, expected["chunk_sha256"], expected["bytes"])
-    if pte_data is None:
-        return file_pieces(location, piece_bytes, check)
-    return blob_pieces(pte_data, piece_bytes, check)
+    if pte_data is not None:
+        return blob_pieces(pte_data, piece_bytes, check)
+    if IN_BROWSER:
+        return _url_pieces(location, expected["bytes"], piece_bytes, check, on_progress)
+    return file_pieces(location, piece_bytes, check)
 
 
 # Decode steps a chat submits together on a GPU (start_next_steps): one submission, JS call
@@ -218,23 +262,29 @@ class LanguageModel:
         sha256_checked: bool = False,
         kernel_set: str | None = None,
         on_stage=None,
+        by_pieces: bool | None = None,
     ):
         """Load from a manifest (URL in the browser, path natively). `pte_data` may hold
-        the .pte already (bytes, or a JS ArrayBuffer the page took from its cache); it is
-        checked against the manifest's size either way, and against its sha256 unless the
-        caller has checked that `pte_data` (`sha256_checked`: the chat page checks each copy
-        it takes from its cache or the network, so hashing it again would only cost). A download in the browser is checked as it
-        comes where the manifest has chunk sha256s (_read_model_bytes). `kernel_set`: the
+        the .pte already: bytes, a JS ArrayBuffer, or a JS Blob (a File the user chose, a
+        cached copy), which is read piece by piece. It is checked against the manifest's
+        size either way, and against its sha256s unless the caller has checked it
+        (`sha256_checked`: the chat page checks each copy it takes from its cache or the
+        network, so hashing it again would only cost). Without `pte_data`, natively the file
+        is read piece by piece; in the browser it is downloaded whole into one ArrayBuffer,
+        or with `by_pieces` (None: where larger than WHOLE_DOWNLOAD_MAX_BYTES) a piece an
+        HTTP Range request as the build goes, never held whole. Pieces are the manifest's
+        chunks, each checked against its sha256 before use; a whole download is checked as
+        it comes where the manifest has chunk sha256s (_read_model_bytes). `kernel_set`: the
         kernels to run, "cpu" or "gpu" (None: those that suit the device; runtime.load). The
         model is returned ready to run; its faster kernels wait for start_upgrades.
         `on_stage(name)` is called as each stage of the load starts: "download" (only where
-        it downloads the .pte), "program" (reading it), "build" (uploading its weights and
-        compiling its pipelines)."""
+        it downloads the .pte whole), "program" (reading it), "build" (uploading its weights
+        and compiling its pipelines)."""
         stage = on_stage or (lambda name: None)
         manifest = parse_manifest(await _read_text(manifest_location), manifest_location)  # before the .pte's download
         expected = manifest["pte"]
         pte_location = _sibling(manifest_location, expected["file"])
-        pte_data = _piece_by_piece(pte_data, pte_location, expected, sha256_checked)
+        pte_data = _piece_by_piece(pte_data, pte_location, expected, sha256_checked, by_pieces, on_progress)
         if isinstance(pte_data, RangedFile):
             sha256_checked = True  # piece by piece as the pieces are read
         elif _is_js_blob(pte_data):
