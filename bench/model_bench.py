@@ -525,7 +525,7 @@ async def load(manifest_location, config: dict, pte_data=None, log=print) -> Mea
 
     with LoadPhases() as phases:
         started = _now()
-        model = await LanguageModel.load(manifest_location, pte_data=pte_data, kernel_set=config.get("kernel_set"))
+        model = await LanguageModel.load(manifest_location, pte_data=pte_data, kernel_set=config.get("kernel_set"), by_pieces=config.get("pte_by_pieces"))
         load_s = _now() - started
     load_phases = phases.take(load_s)
     upgrades, upgrades_s = model.start_upgrades(), None

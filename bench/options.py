@@ -53,6 +53,10 @@ def add_measure_options(parser: argparse.ArgumentParser):
     parser.add_argument("--temperature", type=float, default=0.0, help="pywebgpu decodes sampling at this temperature as the chat demo does (top-k 40, top-p 0.95; default 0: greedy)")
     parser.add_argument("--repetition-penalty", type=float, default=1.0, help="pywebgpu decodes with this repetition penalty (default 1: none)")
     parser.add_argument(
+        "--pte-by-pieces", choices=["yes", "no"],
+        help="in the browser, download the .pte by Range requests as the build goes (yes) or whole (no); default: by size (LanguageModel.load's by_pieces)",
+    )  # fmt: skip
+    parser.add_argument(
         "--prompt-shapes", choices=["new", "kept"], default="new",
         help="new: each timed prompt has a shape pywebgpu's graph kept no state for, as a chat's prompts of new lengths (default); "
         "kept: the graph keeps it from round to round, as for prompts of one length",
@@ -78,5 +82,6 @@ def measure_config(args, manifest: Path) -> tuple[dict, dict[int, str]]:
         "temperature": args.temperature,
         "repetition_penalty": args.repetition_penalty,
         "prompt_shapes": args.prompt_shapes,
+        "pte_by_pieces": None if args.pte_by_pieces is None else args.pte_by_pieces == "yes",
     }
     return measure, prompt_texts

@@ -2,7 +2,7 @@
 a GPU machine with only a bare Chromium build (see BENCHMARKS.md). Serves web/ (and the
 benchmark's page under /bench/) on 127.0.0.1, starts Chromium on bench.html?unattended,
 which fetches its config from this server and POSTs back the result; writes the same JSON
-report as `python -m bench`.
+report as `python -m bench`, with the peak resident memory of Chromium's processes.
 
     python -m bench.unattended --chromium PATH --model MANIFEST --out REPORT.json \\
         [--gguf GGUF --sides pywebgpu-browser,wllama-cpu,wllama-webgpu] \\
@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import queue
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,8 +39,53 @@ from .options import PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options
 from .report import compare, format_table, greedy_agreement, machine, page_sides, table_rows, usable_cores
 
 ORT_MODEL_URL = "/bench-ort-model/"
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 # Beyond the flags the caller gives (those that pick the GPU): no network, no first-run UI.
 BASE_FLAGS = ["--headless", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of process `root` and all its descendants (Linux /proc)."""
+    parents, rss = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parents[int(entry.name)] = int(fields[1])
+            rss[int(entry.name)] = int(fields[21]) * PAGE_BYTES
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    tree, grown = {root}, True
+    while grown:
+        grown = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+class PeakMemory(threading.Thread):
+    """Samples the resident bytes of a process tree (the browser's) until stopped: `peak`
+    and the seconds since the start at which it was reached."""
+
+    def __init__(self, pid: int, period_s: float = 0.2):
+        super().__init__(daemon=True)
+        self.pid, self.period_s, self.peak, self.peak_at_s = pid, period_s, 0, 0.0
+        self._stop_event = threading.Event()
+
+    def run(self):
+        started = time.perf_counter()
+        while not self._stop_event.wait(self.period_s):
+            rss = _tree_rss(self.pid)
+            if rss > self.peak:
+                self.peak, self.peak_at_s = rss, time.perf_counter() - started
+
+    def stop(self) -> dict:
+        self._stop_event.set()
+        self.join()
+        return {"peak_rss_bytes": self.peak, "peak_at_s": round(self.peak_at_s, 1)}
 
 
 def main(argv=None) -> int:
@@ -90,11 +137,14 @@ def main(argv=None) -> int:
             command = [args.chromium, *BASE_FLAGS, *args.chromium_flag, f"--user-data-dir={scratch}/profile", f"{server.url}/bench/bench.html?unattended"]
             with open(args.out.with_suffix(".chromium.log"), "w") as chromium_log:
                 browser = subprocess.Popen(command, stdout=chromium_log, stderr=subprocess.STDOUT)
+                memory = PeakMemory(browser.pid)
+                memory.start()
                 try:
                     body = reports.get(timeout=args.timeout)
                 except queue.Empty:
                     raise SystemExit(f"no report from the page in {args.timeout:.0f} s (see {chromium_log.name})") from None
                 finally:
+                    browser_memory = memory.stop()
                     browser.kill()
                     browser.wait()
     answer = json.loads(body)
@@ -110,6 +160,7 @@ def main(argv=None) -> int:
         "machine": machine(),
         "browser": {"name": "Chromium (headless, unattended)", "user_agent": page["userAgent"], "cross_origin_isolated": page["crossOriginIsolated"]},
         "browser_adapter": page["adapter"],
+        "browser_memory": browser_memory,
         "model": {
             "pywebgpu": json.loads(args.model.read_text())["pte"],
             "wllama": args.gguf and {"file": args.gguf.name, "bytes": args.gguf.stat().st_size},

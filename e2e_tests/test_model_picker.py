@@ -18,7 +18,7 @@ import pytest
 
 from conftest import open_page
 from llama_fixtures import _tiny_llama_export
-from test_chat_page import READY_OR_ERROR, ask, bundled_model, eager_greedy_tokens, last_reply, stats, wait_ready  # noqa: F401
+from test_chat_page import LOAD_TIMEOUT_MS, READY_OR_ERROR, ask, bundled_model, eager_greedy_tokens, last_reply, stats, wait_ready  # noqa: F401
 
 MAX_TOKENS = 12
 TINY_MAX_SEQ_LEN = 64
@@ -154,8 +154,8 @@ def test_cached_models_are_listed_and_deleted(picker_page, tiny_model):
 
 
 def test_model_from_local_files_replies_like_eager(picker_page, tiny_model):
-    """The three files picked with the file input: read in the page, the .pte never
-    requested, its sha256 checked as a download's is, not cached."""
+    """The three files picked with the file input: the .pte read by the worker piece by
+    piece, each checked against its chunk's sha256, never requested, not cached."""
     page, expected = picker_page, tiny_model.manifest["pte"]
     if page.is_hidden("#picker"):
         page.click("#picker-toggle")
@@ -167,6 +167,29 @@ def test_model_from_local_files_replies_like_eager(picker_page, tiny_model):
     load_and_check_reply(page, tiny_model)
     assert page.pte_requests == []
     assert page.evaluate("async () => (await (await caches.open('pywebgpu-models')).keys()).length") == 0
+
+
+def test_damaged_local_file_is_refused_with_its_bytes(picker_page, tiny_model, tmp_path):
+    """A byte flipped in the picked .pte: the load ends with the chunk's bytes named."""
+    page, expected = picker_page, tiny_model.manifest["pte"]
+    paths = []
+    for path in tiny_model.files:
+        paths.append(tmp_path / path.name)
+        data = bytearray(path.read_bytes())
+        if path.name == expected["file"]:
+            data[len(data) // 2] ^= 0x10
+        paths[-1].write_bytes(data)
+    if page.is_hidden("#picker"):
+        page.click("#picker-toggle")
+    page.set_input_files("#model-files", [str(path) for path in paths])
+    shown_choice(page)
+    page.click("#model-load")
+    page.wait_for_function(READY_OR_ERROR, timeout=LOAD_TIMEOUT_MS)
+    chunk = expected["chunk_bytes"]
+    first = expected["bytes"] // 2 // chunk * chunk
+    last = min(first + chunk, expected["bytes"]) - 1
+    assert page.eval_on_selector("#status", "e => e.dataset.state") == "error"
+    assert f"sha256 of bytes {first:,}-{last:,} does not match its manifest" in page.inner_text("#status")
 
 
 DROP_FILES = """async (paths) => {

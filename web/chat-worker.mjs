@@ -1,7 +1,8 @@
 // The chat demo's module Web Worker: Python (Pyodide + pywebgpu) runs the model here, so
 // the page stays responsive while the GPU works.
 //
-// page → worker: {type: "load", manifestUrl, pte (ArrayBuffer, transferred), systemPrompt, localFiles}
+// page → worker: {type: "load", manifestUrl, pte (an ArrayBuffer the page checked, transferred;
+//                 or a File, checked here piece by piece: checked false), checked, systemPrompt, localFiles}
 //                (a local model: localFiles maps the manifest's and the tokenizer's names
 //                to the reader's Files, and manifestUrl is LOCAL_FILES + its name)
 //                {type: "send", id, text, temperature, maxTokens}
@@ -78,13 +79,13 @@ class ChatWorker:
         self.model = None
         self.chat = None
 
-    async def load(self, manifest_url, pte, system_prompt):
+    async def load(self, manifest_url, pte, checked, system_prompt):
         post(type="status", text="Preparing the model on the GPU…")
         started = time.perf_counter()
         stage = lambda name: post(type="stage", name=name)
         try:
-            # The page checked the file's sha256 (model-files.mjs) before handing it over.
-            self.model = await LanguageModel.load(manifest_url, pte_data=pte, sha256_checked=True, on_stage=stage)
+            # An ArrayBuffer the page checked (model-files.mjs), or a File read and checked here piece by piece.
+            self.model = await LanguageModel.load(manifest_url, pte_data=pte, sha256_checked=bool(checked), on_stage=stage)
             self.chat = ChatSession(self.model, system_prompt or None)
             # The graph's first run: the system turn, which the first question then need not prefill.
             stage("warm-up")
@@ -144,7 +145,7 @@ onmessage = async ({ data }) => {
   switch (data.type) {
     case "load":
       localFiles = new Map(Object.entries(data.localFiles ?? {}));
-      return chat.load(data.manifestUrl, data.pte, data.systemPrompt);
+      return chat.load(data.manifestUrl, data.pte, data.checked, data.systemPrompt);
     case "send":
       return chat.send(data.id, data.text, data.temperature, data.maxTokens);
     case "cancel":

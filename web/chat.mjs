@@ -297,7 +297,10 @@ async function loadModel(choice) {
 
   let file;
   try {
-    if (choice.source === "local") {
+    if (choice.source === "local" && manifest.pte.chunk_sha256) {
+      // The worker reads the File piece by piece, each checked against its chunk's sha256.
+      file = { blob: choice.pteFile, fromCache: false };
+    } else if (choice.source === "local") {
       loader.setStatus(`Reading ${choice.pteFile.name}…`);
       file = { buffer: await readLocalModelFile(choice.pteFile, manifest, { onProgress: loader.showProgress }), fromCache: false };
     } else {
@@ -317,14 +320,14 @@ async function loadModel(choice) {
   downloading = false;
   loader.setStatus(lastWorkerStatus);
   sessionSystemPrompt = ui.systemPrompt.value;
-  const load = { type: "load", manifestUrl: choice.manifestUrl, pte: file.buffer, systemPrompt: sessionSystemPrompt };
+  const load = { type: "load", manifestUrl: choice.manifestUrl, pte: file.buffer ?? file.blob, checked: !file.blob, systemPrompt: sessionSystemPrompt };
   if (choice.source === "local") {
     // The worker answers Python's fetches of these two from the Files (chat-worker.mjs).
     load.manifestUrl = LOCAL_FILES + encodeURIComponent(choice.manifestFile.name);
     load.localFiles = { [choice.manifestFile.name]: choice.manifestFile, [choice.manifest.tokenizer.file]: choice.tokenizerFile };
   }
   // Transferred, not copied: the page keeps no second copy of the weights.
-  started.postMessage(load, [file.buffer]);
+  started.postMessage(load, file.buffer ? [file.buffer] : []);
 }
 
 async function start() {
