@@ -8,7 +8,8 @@ or a constant. The input `(seed, i)` is always the same bytes, so a defect is re
 from its number alone.
 
 Parse stage: every input must parse (`load_program` and `vulkan_graph("forward")`) or
-raise `PteError` with a message. Load stage: inputs that parse go on to
+raise `PteError` with a message, and end the same way read piece by piece
+(`runtime.RangedFile`, the reader run again with each range it asks for). Load stage: inputs that parse go on to
 `runtime.load` on the native GPU device, where only `PteError`, `OpError` and
 `GPUError` may come out. Anything else, a worker that runs past the per-input time
 limit, or one that dies (it runs under an address-space limit) is a defect.
@@ -20,6 +21,7 @@ limit, or one that dies (it runs under an address-space limit) is a defect.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing
 import os
@@ -126,19 +128,44 @@ def mutant(files, spans, seed: int, index: int) -> tuple[str, bytes, list[str]]:
     return name, mutated, done
 
 
-def parse(data: bytes) -> str:
-    """'parsed', or 'PteError'; raises anything else the reader raises."""
+# Pieces of the RangedFile each mutant is read from too: an odd size, so that reads
+# straddle pieces.
+PARSE_PIECE_BYTES = 4099
+
+
+def _read(data) -> str:
+    """The forward method's Vulkan graph of `data` (bytes or a RangedFile) read: '' or the
+    PteError's message; raises anything else the reader raises."""
     from pywebgpu.pte import PteError, load_program
+    from pywebgpu.runtime import RangedFile, read_graph
 
     try:
-        program = load_program(data)
-        program.method("forward")
-        program.vulkan_graph("forward")
+        if isinstance(data, RangedFile):
+            asyncio.run(read_graph(data))
+        else:
+            program = load_program(data)
+            program.method("forward")
+            program.vulkan_graph("forward")
     except PteError as error:
         if not str(error):
             raise AssertionError("PteError without a message") from error
-        return "PteError"
-    return "parsed"
+        return str(error)
+    return ""
+
+
+def parse(data: bytes) -> str:
+    """'parsed', or 'PteError'; raises anything else the reader raises, or where read piece
+    by piece (runtime.RangedFile) it ends otherwise than read whole."""
+    from pywebgpu.runtime import RangedFile
+
+    async def read_piece(index: int) -> bytes:
+        return data[index * PARSE_PIECE_BYTES : (index + 1) * PARSE_PIECE_BYTES]
+
+    whole = _read(data)
+    by_pieces = _read(RangedFile(len(data), read_piece, PARSE_PIECE_BYTES))
+    if by_pieces != whole:
+        raise AssertionError(f"read piece by piece: {by_pieces or 'parsed'!r}; read whole: {whole or 'parsed'!r}")
+    return "PteError" if whole else "parsed"
 
 
 async def build(device, data: bytes) -> str:

@@ -7,6 +7,7 @@ piece is read, once, in file order (`write_in_file_order`)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import defaultdict
 
@@ -131,21 +132,35 @@ async def write_in_file_order(device: Device, file: RangedFile, writes):
             segments[index].append((buffer, to, offset - index * piece_bytes, n))
             to, offset = to + n, offset + n
     words = {}  # (buffer, word offset) → bytearray(4): words a write fills only in part
-    for index in sorted(segments):
-        data = await file.piece(index)
-        whole = defaultdict(list)
-        for buffer, to, at, n in segments[index]:
-            if to % 4:  # the rest of a word a segment in the last piece began
-                head = min(n, 4 - to % 4)
-                word = words.setdefault((buffer, to - to % 4), bytearray(4))
-                word[to % 4 : to % 4 + head] = _host_bytes(data, at, head)
-                to, at, n = to + head, at + head, n - head
-            body = n & ~3
-            if body:
-                whole[buffer].append((to, at, body))
-            if n > body:
-                words.setdefault((buffer, to + body), bytearray(4))[: n - body] = _host_bytes(data, at + body, n - body)
-        for buffer, ranges in whole.items():
-            device.write_buffer_ranges(buffer, data, ranges)
+    indices = sorted(segments)
+    # The next piece is read (fetched, checked) while this one's bytes are queued.
+    reading = asyncio.ensure_future(file.piece(indices[0])) if indices else None
+    try:
+        for position, index in enumerate(indices):
+            data = await reading
+            reading = asyncio.ensure_future(file.piece(indices[position + 1])) if position + 1 < len(indices) else None
+            _queue_piece(device, data, segments[index], words)
+    finally:
+        if reading is not None:
+            reading.cancel()
     for (buffer, to), word in words.items():
         device.write_buffer(buffer, bytes(word), to)
+
+
+def _queue_piece(device: Device, data, segments, words):
+    """Queue each (buffer, buffer offset, offset in the piece, size) of `segments` from
+    the piece's `data`; bytes of words they fill only in part go to `words`."""
+    whole = defaultdict(list)
+    for buffer, to, at, n in segments:
+        if to % 4:  # the rest of a word a segment in the last piece began
+            head = min(n, 4 - to % 4)
+            word = words.setdefault((buffer, to - to % 4), bytearray(4))
+            word[to % 4 : to % 4 + head] = _host_bytes(data, at, head)
+            to, at, n = to + head, at + head, n - head
+        body = n & ~3
+        if body:
+            whole[buffer].append((to, at, body))
+        if n > body:
+            words.setdefault((buffer, to + body), bytearray(4))[: n - body] = _host_bytes(data, at + body, n - body)
+    for buffer, ranges in whole.items():
+        device.write_buffer_ranges(buffer, data, ranges)
