@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
 
 from .. import pte
 from ..gpu import Device, is_js_buffer
@@ -17,6 +17,9 @@ from ..gpu import Device, is_js_buffer
 # Pieces of the manifests' chunk size (llm.manifest.CHUNK_BYTES), so that each can be
 # checked against its chunk's sha256 as it is read.
 PIECE_BYTES = 16 << 20
+# Pieces read (fetched, checked) ahead while a piece's writes are queued; more did not
+# load faster where measured (BENCHMARKS.md).
+READ_AHEAD = 1
 
 
 class RangeMissing(Exception):
@@ -133,16 +136,16 @@ async def write_in_file_order(device: Device, file: RangedFile, writes):
             to, offset = to + n, offset + n
     words = {}  # (buffer, word offset) → bytearray(4): words a write fills only in part
     indices = sorted(segments)
-    # The next piece is read (fetched, checked) while this one's bytes are queued.
-    reading = asyncio.ensure_future(file.piece(indices[0])) if indices else None
+    reading = deque(asyncio.ensure_future(file.piece(i)) for i in indices[:READ_AHEAD])
     try:
         for position, index in enumerate(indices):
-            data = await reading
-            reading = asyncio.ensure_future(file.piece(indices[position + 1])) if position + 1 < len(indices) else None
+            data = await reading.popleft()
+            if position + READ_AHEAD < len(indices):
+                reading.append(asyncio.ensure_future(file.piece(indices[position + READ_AHEAD])))
             _queue_piece(device, data, segments[index], words)
     finally:
-        if reading is not None:
-            reading.cancel()
+        for task in reading:
+            task.cancel()
     for (buffer, to), word in words.items():
         device.write_buffer(buffer, bytes(word), to)
 
