@@ -2,7 +2,7 @@
 the limits are enforced, the embedding cases match PyTorch with their tables split by row
 blocks and the wide linears' cases with their weights stored by blocks of outputs,
 Llama-3.2-1B's embedding and a slice of its geometry fit (and run stored by blocks under
-64 MiB bindings), and the tiny Llama matches eager PyTorch token for token (every op case
+64 MiB bindings, read piece by piece), and the tiny Llama matches eager PyTorch token for token (every op case
 runs under them in test_ops_native)."""
 
 import asyncio
@@ -10,6 +10,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from pywebgpu.gpu import DEFAULT_LIMITS, ShaderError
 from pywebgpu.ops import embedding, row_blocks
 from pywebgpu.ops.linear import q4gsw
 from pywebgpu.runtime import ModelTooLargeError, load
+from test_ranged_file import ranged
 
 pytestmark = [pytest.mark.native, pytest.mark.usefixtures("default_limits_device")]
 
@@ -204,14 +206,24 @@ def test_llama_1b_slice(tmp_path_factory):
     check_trace(trace, answer["results"])
 
 
-def test_llama_1b_slice_stored_by_blocks(tmp_path_factory, monkeypatch):
+def test_llama_1b_slice_stored_by_blocks_from_pieces(tmp_path_factory, monkeypatch):
     """Under 64 MiB bindings its embedding and its LM head (128,256 outputs of 1,024 bytes)
-    are each stored as two blocks."""
+    are each stored as two blocks; its .pte (235 MB) read by 16 MiB pieces
+    (test_ranged_file.ranged), the host's peak of Python allocations during the load and
+    the run within four pieces."""
     tables = splitting_tables(monkeypatch, 64 * 1024 * 1024)
     linears = splitting_linears(monkeypatch, smallest=False)
     trace = llama_1b_slice_trace(str(tmp_path_factory.getbasetemp()))
-    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, "gpu"))
+    piece_bytes = 16 << 20
+    tracemalloc.start()
+    try:
+        answer = asyncio.run(graph_programs.run_graph(ranged(trace.pte, piece_bytes), trace.runs, "gpu"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     check_trace(trace, answer["results"])
+    print(f"peak of Python allocations {peak:,} bytes, file {len(trace.pte):,}")
+    assert len(trace.pte) > 10 * piece_bytes and peak < 4 * piece_bytes, (peak, len(trace.pte))
     assert tables == [[(0, 65536), (65536, LLAMA_1B_VOCAB - 65536)]]
     assert [(0, 65536), (65536, LLAMA_1B_VOCAB - 65536)] in linears
     assert all(len(blocks) == 1 for blocks in linears if blocks[-1][0] + blocks[-1][1] != LLAMA_1B_VOCAB)

@@ -129,7 +129,7 @@ async def _sha256_hex(data) -> str:
 
 
 def _byte_length(data) -> int:
-    return data.byteLength if is_js_buffer(data) and not isinstance(data, RangedFile) else len(data)
+    return data.byteLength if is_js_buffer(data) else len(data)
 
 
 def _is_js_blob(data) -> bool:

@@ -132,8 +132,8 @@ class Constants:
         """A buffer holding a constant's bytes as the program stores them."""
         # Whole vec4s: kernels may read a constant as vec4s (the KV caches).
         buffer = self.device.create_buffer((ref.size + 15) & ~15, STORAGE_USAGE, label=label)
-        if isinstance(self.data, RangedFile):
-            self._file_writes.append((buffer, 0, ref.offset, ref.size))
+        if isinstance(self.data, RangedFile):  # whole words too: the flush pads the last
+            self._write_from_file(buffer, [(0, ref.offset, ref.size)])
             return buffer
         aligned = ref.size & ~3
         self.device.write_buffer(buffer, self.data, data_offset=ref.offset, size=aligned)
