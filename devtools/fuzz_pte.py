@@ -21,7 +21,6 @@ limit, or one that dies (it runs under an address-space limit) is a defect.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import multiprocessing
 import os
@@ -133,6 +132,17 @@ def mutant(files, spans, seed: int, index: int) -> tuple[str, bytes, list[str]]:
 PARSE_PIECE_BYTES = 4099
 
 
+def _run_without_suspending(coroutine):
+    """`coroutine`'s result, run to its end here: its reads never wait, and the caller may
+    be inside a running event loop (Playwright's), where asyncio.run is refused."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise AssertionError("a read of pieces held in memory waited")
+
+
 def _read(data) -> str:
     """The forward method's Vulkan graph of `data` (bytes or a RangedFile) read: '' or the
     PteError's message; raises anything else the reader raises."""
@@ -141,7 +151,7 @@ def _read(data) -> str:
 
     try:
         if isinstance(data, RangedFile):
-            asyncio.run(read_graph(data))
+            _run_without_suspending(read_graph(data))
         else:
             program = load_program(data)
             program.method("forward")
