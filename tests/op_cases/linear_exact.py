@@ -165,5 +165,14 @@ CASES = [
         "exact-norm-wide-2planes", NormLinear(64, ExactLinear(64, 200, 32, planes=2, seed=53), seed=54),
         expect_ops=(RESIDUAL_OFFSETS_FUSED,), expect_no_ops=UNFUSED[:-1], **dynamic(64, 6, 1, seed=55),
     ),
+    # An LM head's width with the norm applied: gemv_coop4 on GPUs for 3 rows and 1 (72 words
+    # a row: two words a lane, then a partial step), and its tail block.
+    *[
+        dataclasses.replace(case, expect_kernels=((0, "gemv_coop4"), (1, "gemv_coop4"))) if case.kernel_set == "gpu" else case
+        for case in exact(
+            "exact-norm-lm-head-width", NormLinear(576, ExactLinear(576, 16420, 32, seed=56), seed=57), expect_ops=(),
+            **dynamic(576, 3, 1, seed=58),
+        )
+    ],
 ]
 CASES.append(without_subgroups(dataclasses.replace(CASES[0], kernel_set="cpu")))
