@@ -129,6 +129,8 @@ async def _sha256_hex(data) -> str:
 
 
 def _byte_length(data) -> int:
+    if isinstance(data, RangedFile):
+        return data.size
     return data.byteLength if is_js_buffer(data) else len(data)
 
 

@@ -32,7 +32,7 @@ class FileLayout:
 
 def read_file_layout(source: ByteSource) -> FileLayout:
     """Checks the file identifier and reads the extended header, if there is one."""
-    file_size = len(source)
+    file_size = source.size
     if file_size < 8:
         raise PteError(f"file of {file_size} bytes is too short for a .pte program")
     head = read_range(source, 0, min(file_size, _EXTENDED_HEADER_OFFSET + 32), "file header")

@@ -13,11 +13,12 @@ class ByteSource(Protocol):
 
     `read` returns a bytes-like object (bytes, memoryview, ...) of exactly `size`
     bytes starting at `offset`; the reader only calls it for ranges inside
-    `0 <= offset <= offset + size <= len(source)`. In the browser a source can wrap
-    a JS ArrayBuffer and copy out only the small regions the reader asks for.
+    `0 <= offset <= offset + size <= source.size`. In the browser a source can wrap
+    a JS ArrayBuffer and copy out only the small regions the reader asks for. The size is
+    an attribute, not `len()`: Pyodide's `len()` stops at 2 GiB (wasm32), files do not.
     """
 
-    def __len__(self) -> int: ...
+    size: int
 
     def read(self, offset: int, size: int) -> bytes: ...
 
@@ -29,9 +30,7 @@ class BytesSource:
 
     def __init__(self, data) -> None:
         self._view = memoryview(data).cast("B")
-
-    def __len__(self) -> int:
-        return len(self._view)
+        self.size = self._view.nbytes
 
     def read(self, offset: int, size: int) -> memoryview:
         if offset < 0 or size < 0 or offset + size > len(self._view):
@@ -43,7 +42,7 @@ class BytesSource:
 
 def as_source(data) -> ByteSource:
     """`data` as a ByteSource: bytes-like objects are wrapped, ByteSources kept."""
-    # Bytes-like first: an mmap also has `read` and `__len__`, but means its bytes.
+    # Bytes-like first: an mmap also has `read` and `size`, but means its bytes.
     try:
         return BytesSource(data)
     except TypeError:
@@ -56,7 +55,7 @@ def as_source(data) -> ByteSource:
 
 def read_range(source: ByteSource, offset: int, size: int, what: str) -> bytes:
     """Reads `size` bytes of `what` at absolute `offset`, checked against the file size."""
-    file_size = len(source)
+    file_size = source.size
     if offset < 0 or size < 0 or offset + size > file_size:
         raise PteError(
             f"{what}: bytes {offset}..{offset + size} lie outside the {file_size} byte file"

@@ -20,15 +20,13 @@ class JsArrayBufferSource:
 
     def __init__(self, array_buffer):
         self.array_buffer = array_buffer
-
-    def __len__(self):
-        return self.array_buffer.byteLength
+        self.size = array_buffer.byteLength
 
     def read(self, offset: int, size: int) -> bytes:
         import js
 
-        if offset < 0 or size < 0 or offset + size > len(self):
-            raise pte.PteError(f"read of [{offset}, {offset + size}) outside the {len(self)}-byte file")
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise pte.PteError(f"read of [{offset}, {offset + size}) outside the {self.size}-byte file")
         return js.Uint8Array.new(self.array_buffer, offset, size).to_bytes()
 
 

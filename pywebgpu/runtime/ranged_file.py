@@ -54,9 +54,6 @@ class RangedFile:
         self._check = check
         self._kept: list[tuple[int, bytes]] = []  # (offset, bytes)
 
-    def __len__(self) -> int:
-        return self.size
-
     def read(self, offset: int, size: int) -> bytes:
         """The bytes [offset, offset + size) from a kept range (the reader's ByteSource)."""
         if offset < 0 or size < 0 or offset + size > self.size:
