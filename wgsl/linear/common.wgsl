@@ -22,7 +22,7 @@
 // - HAS_OFFSETS (an exact GGUF linear's offset term): out[m, n] += sum_g C[n, g] *
 //   (the sum of x[m] over group g), C in `bias` from p.offsets_start (after the bias),
 //   transposed like the scales: C[n, g] at g * scale_stride + n; the GEMMs add C[n, g] to the weights they dequantize, the GEMVs
-//   the offsets times x's group sums.
+//   the offsets times x's sums over a group (or over a word of it).
 // - X_RMS_NORM (the GEMVs: gemv_coop, gemv_coop4, gemv): x is an RMSNorm's input and the
 //   kernel applies the norm itself: x * side (the norm weight, [K]) is read in place of
 //   x, and the dot product scaled by the row's inverseSqrt(mean(x^2) + RMS_EPS), the sum

@@ -25,11 +25,6 @@ fn gemv_coop(
     workgroupBarrier();  // the last stage is read
     squares += stage_x(thread, COOP_THREADS * COOP_ROWS, x_row, first);
     workgroupBarrier();
-    if (HAS_OFFSETS) {
-      sum_stage_groups(thread, COOP_THREADS * COOP_ROWS, first);
-      workgroupBarrier();
-      sum += stage_offsets(lid.x, read_n, first);
-    }
     let first_word = first / 2u;
     let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
     // Four words of the row per step, loaded together: memory latency, not bandwidth,
@@ -47,10 +42,22 @@ fn gemv_coop(
       );
       let products = vec4<f32>(dot_staged(four.x, w), dot_staged(four.y, w + lanes), dot_staged(four.z, w + 2u * lanes), dot_staged(four.w, w + 3u * lanes));
       sum += dot(four_scales, products);
+      if (HAS_OFFSETS) {
+        let four_offsets = vec4<f32>(
+          offset_at(read_n, word_group(k)),
+          offset_at(read_n, word_group(k + lanes)),
+          offset_at(read_n, word_group(k + 2u * lanes)),
+          offset_at(read_n, word_group(k + 3u * lanes)),
+        );
+        sum += dot(four_offsets, vec4<f32>(x_word_sums[w], x_word_sums[w + lanes], x_word_sums[w + 2u * lanes], x_word_sums[w + 3u * lanes]));
+      }
     }
     for (; w < words; w += lanes) {
       let k = first_word + w;
       sum += scales[scale_index(k, read_n)] * dot_staged(weights[row + k], w);
+      if (HAS_OFFSETS) {
+        sum += offset_at(read_n, word_group(k)) * x_word_sums[w];
+      }
     }
   }
   partial[thread] = sum;

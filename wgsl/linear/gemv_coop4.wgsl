@@ -36,11 +36,6 @@ fn gemv_coop4(
     workgroupBarrier();  // the last stage is read
     squares += stage_x(thread, COOP_THREADS * COOP4_TEAMS, x_row, first);
     workgroupBarrier();
-    if (HAS_OFFSETS) {
-      sum_stage_groups(thread, COOP_THREADS * COOP4_TEAMS, first);
-      workgroupBarrier();
-      sum += stage_offsets4(lid.x, n0, first);
-    }
     let first_word = first / 2u;
     let words = min(STAGE_VECS, p.k / 4u - first) / 2u;
     // Two words of each row per step, loaded together (as in gemv_coop).
@@ -52,11 +47,17 @@ fn gemv_coop4(
       let words_next = vec4<u32>(weights[row0 + k_next], weights[row1 + k_next], weights[row2 + k_next], weights[row3 + k_next]);
       sum += dot_staged4(words_now, w) * scales4(scale_index(k, n0));
       sum += dot_staged4(words_next, w + COOP_THREADS) * scales4(scale_index(k_next, n0));
+      if (HAS_OFFSETS) {
+        sum += offsets4(n0, word_group(k)) * x_word_sums[w] + offsets4(n0, word_group(k_next)) * x_word_sums[w + COOP_THREADS];
+      }
     }
     if (w < words) {
       let k = first_word + w;
       let words_now = vec4<u32>(weights[row0 + k], weights[row1 + k], weights[row2 + k], weights[row3 + k]);
       sum += dot_staged4(words_now, w) * scales4(scale_index(k, n0));
+      if (HAS_OFFSETS) {
+        sum += offsets4(n0, word_group(k)) * x_word_sums[w];
+      }
     }
   }
   partial4[thread] = sum;
