@@ -324,6 +324,17 @@ CASES = [
             "cpu": ("rms_norm + linear_q4gsw gate|up + silu_mul (fused)", "et_vk.linear_q4gsw.default"),
         },
     ),
+    # q/k/v at a 3B's width: gemv_coop4 with the norm, three outputs and a partial tail
+    # block.
+    gpu_kernels(
+        "linear-q4gsw-norm-then-x3-coop4",
+        NormThen(64, SharedInput(linear_4w(64, 3072, seed=60), linear_4w(64, 1028, seed=61), linear_4w(64, 1028, seed=62)), seed=60),
+        (r(1, 3, 64, seed=11),),
+        more_runs=[(r(1, 1, 64, seed=12),)],
+        dynamic_shapes=({1: seq},),
+        expect_ops=("rms_norm + linear_q4gsw x3 (fused)",),
+        expect_kernels=((0, "gemv_coop4"), (1, "gemv_coop4")),
+    ),
     # An LM head's width: gemv_coop4 with the norm applied, and its tail block.
     *both_kernel_sets(
         "linear-q4gsw-norm-then-wide",

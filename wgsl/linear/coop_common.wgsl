@@ -12,7 +12,7 @@
 
 const COOP_THREADS: u32 = 32u;
 const STAGE_VECS: u32 = 512u;  // 2,048 x values: 8 KiB of workgroup memory
-const COOP_MAX_THREADS: u32 = 256u;  // threads of the larger workgroup (gemv_coop's)
+const COOP_MAX_THREADS: u32 = 256u;  // threads of a workgroup of either kernel
 
 var<workgroup> x_stage: array<vec4<f32>, STAGE_VECS>;
 var<workgroup> partial_squares: array<f32, COOP_MAX_THREADS>;  // X_RMS_NORM

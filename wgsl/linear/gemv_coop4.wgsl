@@ -6,7 +6,7 @@
 // Grid: (x, y) flatten the blocks of COOP4_TEAMS * COOP4_OUTPUTS outputs, z = m.
 #include "linear/coop_common.wgsl"
 
-const COOP4_TEAMS: u32 = 4u;
+const COOP4_TEAMS: u32 = 8u;
 const COOP4_OUTPUTS: u32 = 4u;
 
 var<workgroup> partial4: array<vec4<f32>, COOP_THREADS * COOP4_TEAMS>;

@@ -20,8 +20,9 @@ from .params import GEMM_TILE, GEMM_TILE_K, GEMM_WIDE_TILE, GEMM_WIDE_TILE_K, ST
 KERNELS_BY_SET = {"cpu": ("gemv", "gemv_rows"), "gpu": ("gemv_coop", "gemv_coop4")}
 # Up to this many rows of x, reading the weights once per row (GEMV) beats the tiled GEMM.
 GPU_GEMV_MAX_ROWS = 4
-# From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads).
-COOP4_MIN_N = 16384
+# From this many outputs on, gemv_coop4 fills a GPU and beats gemv_coop (the LM heads,
+# gate/up, and q/k/v from the 3B's on).
+COOP4_MIN_N = 5120
 # From this many rows on, gemv_rows16 beats gemv_rows (with fewer, its half as many
 # workgroups leave a core idle).
 UPGRADE_MIN_M = 64
