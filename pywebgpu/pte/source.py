@@ -33,9 +33,9 @@ class BytesSource:
         self.size = self._view.nbytes
 
     def read(self, offset: int, size: int) -> memoryview:
-        if offset < 0 or size < 0 or offset + size > len(self._view):
+        if offset < 0 or size < 0 or offset + size > self.size:
             raise ValueError(
-                f"read of {size} bytes at {offset} is outside the {len(self._view)} byte buffer"
+                f"read of {size} bytes at {offset} is outside the {self.size} byte buffer"
             )
         return self._view[offset : offset + size]
 
