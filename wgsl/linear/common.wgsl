@@ -52,7 +52,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> weights: array<u32>;
 @group(0) @binding(3) var<storage, read> scales: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;  // any buffer when neither HAS_BIAS nor HAS_OFFSETS
+// The bias, then the offsets (HAS_OFFSETS) from p.offsets_start, as vec4s: N, the offsets' start
+// and the scales' stride are multiples of 4. Any buffer when neither HAS_BIAS nor HAS_OFFSETS.
+@group(0) @binding(4) var<storage, read> bias: array<vec4<f32>>;
 @group(0) @binding(5) var<uniform> p: Params;
 // The residual (p.residual) or the norm weight (X_RMS_NORM), never both: one binding
 // keeps the kernels within WebGPU's default of 8 storage buffers per stage.
@@ -100,11 +102,16 @@ fn inverse_rms(sum_squares: f32) -> f32 {
   return inverseSqrt(sum_squares / f32(p.k) + RMS_EPS);
 }
 
+// Value i of the bias binding.
+fn bias_at(i: u32) -> f32 {
+  return bias[i / 4u][i % 4u];
+}
+
 // Stores output n of row m of x: the dot product plus the bias and the residual.
 fn store(m: u32, n: u32, value: f32) {
   var result = value;
   if (HAS_BIAS) {
-    result += bias[n];
+    result += bias_at(n);
   }
   if (p.residual != 0u) {
     result += side[m * p.split0 + n];  // a row of N: p.split0 (one output)
@@ -118,10 +125,9 @@ fn store(m: u32, n: u32, value: f32) {
   }
 }
 
-// For the kernels that compute 4 consecutive outputs n0 .. n0 + 3 per thread or team:
-// outputs past N read the last weight row and scales past N (the exporter pads a scales
-// row to a multiple of 4 columns; robust access covers any other layout's end); they are
-// never written.
+// For the kernels that compute 4 consecutive outputs n0 .. n0 + 3 per thread or team
+// (N is a multiple of 4): outputs past N read the last weight row and the scales that
+// follow row N (robust access covers the buffer's end); they are never written.
 fn weight_row(n: u32) -> u32 {
   return min(n, p.n - 1u) * p.weight_row_words;
 }
@@ -132,11 +138,10 @@ fn scales4(first: u32) -> vec4<f32> {
 
 // HAS_OFFSETS: C[n, g], stored transposed like the scales (past N as the scales are).
 fn offset_at(n: u32, g: u32) -> f32 {
-  return bias[p.offsets_start + g * p.scale_stride + n];
+  return bias_at(p.offsets_start + g * p.scale_stride + n);
 }
 
-// HAS_OFFSETS: C[n, g] of outputs first .. first + 3.
+// HAS_OFFSETS: C[n, g] of outputs first .. first + 3 (first a multiple of 4).
 fn offsets4(first: u32, g: u32) -> vec4<f32> {
-  let i = p.offsets_start + g * p.scale_stride + first;
-  return vec4<f32>(bias[i], bias[i + 1u], bias[i + 2u], bias[i + 3u]);
+  return bias[(p.offsets_start + g * p.scale_stride + first) / 4u];
 }

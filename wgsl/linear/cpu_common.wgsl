@@ -15,6 +15,14 @@
 // which each group takes off once as 8 times the sum of their x (offset_sum).
 #include "linear/common.wgsl"
 
+// The scales read as vec4s, 4 outputs' scales in one load (these kernels read them only so).
+@group(0) @binding(3) var<storage, read> scale_vecs: array<vec4<f32>>;
+
+// The scales of outputs first .. first + 3 at scales[first] (first a multiple of 4).
+fn scale_vec(first: u32) -> vec4<f32> {
+  return scale_vecs[first / 4u];
+}
+
 const PLACES_LO = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-j, j = 0 .. 3
 const PLACES_HI = vec4<f32>(1.52587890625e-05, 9.5367431640625e-07, 5.9604644775390625e-08, 3.725290298461914e-09);
 const TOP_PLACE: f32 = 268435456.0;  // 16^7: the top x value of a word from its placed value (hi.w)
@@ -84,8 +92,8 @@ fn silu_mul4(o0: u32, gate: vec4<f32>, up: vec4<f32>) -> vec4<f32> {
   var u = up;
   if (HAS_BIAS) {
     let b = p.split0 + o0;
-    g += vec4<f32>(bias[o0], bias[o0 + 1u], bias[o0 + 2u], bias[o0 + 3u]);
-    u += vec4<f32>(bias[b], bias[b + 1u], bias[b + 2u], bias[b + 3u]);
+    g += bias[o0 / 4u];
+    u += bias[b / 4u];
   }
   return (g * sigmoid(g)) * u;
 }

@@ -99,10 +99,10 @@ fn gemv(
     );
     let scale = (chunk / chunks_per_group) * p.scale_stride;
     let offset = 8.0 * offset_sum;
-    total_a += (dot_chunks4(rows_a, chunk, xc) - offset) * scales4(scale + firsts.x);
-    total_b += (dot_chunks4(rows_b, chunk, xc) - offset) * scales4(scale + firsts.y);
-    total_c += (dot_chunks4(rows_c, chunk, xc) - offset) * scales4(scale + firsts.z);
-    total_d += (dot_chunks4(rows_d, chunk, xc) - offset) * scales4(scale + firsts.w);
+    total_a += (dot_chunks4(rows_a, chunk, xc) - offset) * scale_vec(scale + firsts.x);
+    total_b += (dot_chunks4(rows_b, chunk, xc) - offset) * scale_vec(scale + firsts.y);
+    total_c += (dot_chunks4(rows_c, chunk, xc) - offset) * scale_vec(scale + firsts.z);
+    total_d += (dot_chunks4(rows_d, chunk, xc) - offset) * scale_vec(scale + firsts.w);
     if (HAS_OFFSETS) {
       // The chunk's sum of x: offset_sum's 28 values and the quad's 4 top ones.
       var top = x.hi.w;

@@ -181,7 +181,7 @@ fn add_quad_group(t: QuadTotals, s: QuadSums, scales: Outputs16, offsets: Output
 fn add_rows_group(t: RowsTotals, s: RowsSums, firsts: vec4<u32>, g: u32) -> RowsTotals {
   let scale = g * p.scale_stride;
   let scales = Outputs16(
-    scales4(scale + firsts.x), scales4(scale + firsts.y), scales4(scale + firsts.z), scales4(scale + firsts.w),
+    scale_vec(scale + firsts.x), scale_vec(scale + firsts.y), scale_vec(scale + firsts.z), scale_vec(scale + firsts.w),
   );
   var offsets = Outputs16();
   if (HAS_OFFSETS) {

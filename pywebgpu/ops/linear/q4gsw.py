@@ -79,6 +79,9 @@ class LinearQ4gsw(OpHandler):
             self.fail(f"weights {list(self.weights.max_sizes)} do not hold N={self.n} rows of K={self.k} word-aligned 4-bit values")
         if groups < self.k // self.group_size or scale_stride < self.n:
             self.fail(f"scales {list(self.scales.max_sizes)} do not cover {self.k // self.group_size} groups x N={self.n}")
+        if self.n % 4 or scale_stride % 4:
+            # The kernels read 4 outputs' scales, bias or offsets in one load.
+            self.fail(f"N={self.n} and the scales' row of {scale_stride} must be multiples of 4, as ExecuTorch's Vulkan exporter writes them")
         if self.bias is not None and numel(self.bias.max_sizes) < self.n:
             self.fail(f"bias {self.bias.label} has fewer than N={self.n} values")
         self.weight_row_words = row_bytes // 4
