@@ -229,3 +229,42 @@ def test_a_good_manifest_passes_its_check(tmp_path, chunks):
     path.write_text(json.dumps(manifest))
     with pytest.raises(FileNotFoundError, match="absent.pte"):
         asyncio.run(LanguageModel.load(str(path)))
+
+
+def test_a_4bit_linear_whose_outputs_are_no_multiple_of_4_is_refused_at_load():
+    """ExecuTorch writes 4-bit linears of N % 4 == 0 only (its scales padded to 4 columns);
+    the kernels read 4 outputs' scales at once, so a program claiming N = 10 of those
+    12 rows is refused naming the op, not run with misaligned scales."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        extract_vk_flatbuffer,
+        flatbuffer_to_vk_graph,
+        serialize_vulkan_graph,
+    )
+    from executorch.exir._serialize._program import PTEFile, deserialize_pte_binary, serialize_pte_binary
+    from executorch.exir.schema import BackendDelegateInlineData
+
+    from op_cases.linear import CASES as LINEAR_CASES
+
+    case = next(c for c in LINEAR_CASES if c.id.startswith("linear-q4gsw-gemv-k64-n12"))
+    pte = deserialize_pte_binary(export_case(case))
+    program, named = pte.program, pte.named_data
+    (forward,) = [plan for plan in program.execution_plan if plan.name == "forward"]
+    blob_index = forward.delegates[0].processed.index
+    graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(program.backend_delegate_data[blob_index].data))
+    (linear,) = [op for op in graph.chain if op.name == "et_vk.linear_q4gsw.default"]
+    out = graph.values[linear.args[-1]].value
+    assert list(out.dims) == [1, 12]
+    out.dims = [1, 10]
+    constants = [
+        torch.frombuffer(bytearray(named.buffers[named.pte_data[c.named_key].buffer_index]), dtype=torch.uint8)
+        for c in graph.constants
+    ]
+    graph.constants = []
+    program.backend_delegate_data[blob_index] = BackendDelegateInlineData(data=serialize_vulkan_graph(graph, constants, []))
+    crafted = bytes(serialize_pte_binary(PTEFile(program=program)))
+
+    async def main():
+        await load(await request_device(), crafted)
+
+    with pytest.raises(OpError, match=r"et_vk\.linear_q4gsw.*N=10 and the scales' row of 12 must be multiples of 4"):
+        asyncio.run(main())
