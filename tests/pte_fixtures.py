@@ -114,10 +114,11 @@ def _export_mlp(path: Path, compile_options: dict | None = None) -> None:
     )
 
 
-def _export_mlp_inline(path: Path) -> None:
-    """The "mlp" program re-serialized the way older exporters wrote it: the delegate
-    blob inside the program flatbuffer, the constants in the blob's own bytes section
-    (VkBytes offsets instead of named data), and so no segments and no extended header."""
+def with_inline_vk_graph(data: bytes, edit: Callable = lambda graph: None) -> bytes:
+    """The program `data` re-serialized the way older exporters wrote it, its Vulkan graph
+    first passed to `edit` (which may change it in place): the delegate blob inside the
+    program flatbuffer, the constants in the blob's own bytes section (VkBytes offsets
+    instead of named data), and so no segments and no extended header."""
     import torch
     from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
         extract_vk_flatbuffer,
@@ -131,16 +132,14 @@ def _export_mlp_inline(path: Path) -> None:
     )
     from executorch.exir.schema import BackendDelegateInlineData
 
-    with tempfile.TemporaryDirectory() as work:
-        exported = Path(work, "mlp.pte")
-        _export_mlp(exported)
-        pte = deserialize_pte_binary(exported.read_bytes())
+    pte = deserialize_pte_binary(data)
     # deserialize_pte_binary moves segments inline: the delegate blob into
     # backend_delegate_data, the constants into named_data.
     program, named = pte.program, pte.named_data
     (forward,) = [plan for plan in program.execution_plan if plan.name == "forward"]
     blob_index = forward.delegates[0].processed.index
     graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(program.backend_delegate_data[blob_index].data))
+    edit(graph)
     constants = [
         torch.frombuffer(bytearray(named.buffers[named.pte_data[c.named_key].buffer_index]), dtype=torch.uint8)
         for c in graph.constants
@@ -148,7 +147,16 @@ def _export_mlp_inline(path: Path) -> None:
     graph.constants = []
     blob = serialize_vulkan_graph(graph, constants, [])
     program.backend_delegate_data[blob_index] = BackendDelegateInlineData(data=blob)
-    _write_atomically(path, bytes(serialize_pte_binary(PTEFile(program=program))))
+    return bytes(serialize_pte_binary(PTEFile(program=program)))
+
+
+def _export_mlp_inline(path: Path) -> None:
+    """The "mlp" program re-serialized the way older exporters wrote it (with_inline_vk_graph)."""
+    with tempfile.TemporaryDirectory() as work:
+        exported = Path(work, "mlp.pte")
+        _export_mlp(exported)
+        data = exported.read_bytes()
+    _write_atomically(path, with_inline_vk_graph(data))
 
 
 def _export_dynamic(path: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from op_harness import export_case
+from pte_fixtures import with_inline_vk_graph
 from op_cases.binary import CASES as BINARY_CASES
 from pywebgpu.gpu import GPUError, request_device
 from pywebgpu.llm.logits_top_k import LogitsTopK
@@ -235,33 +236,17 @@ def test_a_4bit_linear_whose_outputs_are_no_multiple_of_4_is_refused_at_load():
     """ExecuTorch writes 4-bit linears of N % 4 == 0 only (its scales padded to 4 columns);
     the kernels read 4 outputs' scales at once, so a program claiming N = 10 of those
     12 rows is refused naming the op, not run with misaligned scales."""
-    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
-        extract_vk_flatbuffer,
-        flatbuffer_to_vk_graph,
-        serialize_vulkan_graph,
-    )
-    from executorch.exir._serialize._program import PTEFile, deserialize_pte_binary, serialize_pte_binary
-    from executorch.exir.schema import BackendDelegateInlineData
-
     from op_cases.linear import CASES as LINEAR_CASES
 
     case = next(c for c in LINEAR_CASES if c.id.startswith("linear-q4gsw-gemv-k64-n12"))
-    pte = deserialize_pte_binary(export_case(case))
-    program, named = pte.program, pte.named_data
-    (forward,) = [plan for plan in program.execution_plan if plan.name == "forward"]
-    blob_index = forward.delegates[0].processed.index
-    graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(program.backend_delegate_data[blob_index].data))
-    (linear,) = [op for op in graph.chain if op.name == "et_vk.linear_q4gsw.default"]
-    out = graph.values[linear.args[-1]].value
-    assert list(out.dims) == [1, 12]
-    out.dims = [1, 10]
-    constants = [
-        torch.frombuffer(bytearray(named.buffers[named.pte_data[c.named_key].buffer_index]), dtype=torch.uint8)
-        for c in graph.constants
-    ]
-    graph.constants = []
-    program.backend_delegate_data[blob_index] = BackendDelegateInlineData(data=serialize_vulkan_graph(graph, constants, []))
-    crafted = bytes(serialize_pte_binary(PTEFile(program=program)))
+
+    def claim_10_outputs(graph):
+        (linear,) = [op for op in graph.chain if op.name == "et_vk.linear_q4gsw.default"]
+        out = graph.values[linear.args[-1]].value
+        assert list(out.dims) == [1, 12]
+        out.dims = [1, 10]
+
+    crafted = with_inline_vk_graph(export_case(case), claim_10_outputs)
 
     async def main():
         await load(await request_device(), crafted)
