@@ -32,7 +32,7 @@ from devtools.bundle import ROOT, WEB, build_web_bundle
 from devtools.server import WebServer
 
 from . import model_bench, ort_model
-from .options import MANIFEST, PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options, measure_config, model_tokenizer
+from .options import MANIFEST, PAGE_FOLDER, PROMPT_TEXT, wllama_n_ctx, add_measure_options, measure_config, model_tokenizer
 from .report import compare, format_table, greedy_agreement, machine, page_sides, table_rows, usable_cores
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
                 "wllamaModes": [side.removeprefix("wllama-") for side in SIDES if side.startswith("wllama-") and side in sides_wanted],
                 "ort": ort_model.page_config(args.ort_model, ORT_MODEL_URL) if "ort-webgpu" in sides_wanted else None,
                 "threads": usable_cores(),
-                "nCtx": WLLAMA_N_CTX,
+                "nCtx": wllama_n_ctx(measure),
             },
             gguf,
             args.ort_model,

@@ -27,7 +27,7 @@ from pathlib import Path
 from devtools.bundle import ROOT
 
 from .__main__ import PageWatch
-from .options import MANIFEST, PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, model_tokenizer
+from .options import MANIFEST, PAGE_FOLDER, PROMPT_TEXT, WLLAMA_MIN_N_CTX, model_tokenizer
 from .report import machine, usable_cores
 
 CHAT_PROMPTS = (
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     gguf = Path(gguf_path())
     started = time.perf_counter()
     page = run_page(
-        {"manifestUrl": f"/models/{MANIFEST.name}", "pythonSource": (PAGE_FOLDER / "fidelity_model.py").read_text(), "work": work, "wllama_prompts": prompt_texts, "wllama_prefixes": prefixes, "threads": usable_cores(), "nCtx": WLLAMA_N_CTX},
+        {"manifestUrl": f"/models/{MANIFEST.name}", "pythonSource": (PAGE_FOLDER / "fidelity_model.py").read_text(), "work": work, "wllama_prompts": prompt_texts, "wllama_prefixes": prefixes, "threads": usable_cores(), "nCtx": WLLAMA_MIN_N_CTX},
         gguf,
         args.timeout,
     )

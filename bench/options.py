@@ -14,8 +14,8 @@ MANIFEST = WEB / "models" / f"{MODEL_NAME}.json"
 PROMPT_TEXT = ROOT / "export_tools" / "data" / "quality_text.txt"
 # The benchmark's page, served under /bench/ beside the web bundle.
 PAGE_FOLDER = Path(__file__).resolve().parent / "web"
-# wllama's context: room for the longest prompt plus its decoded tokens.
-WLLAMA_N_CTX = 2048
+# wllama's context, at least: room for the default longest prompt plus its decoded tokens.
+WLLAMA_MIN_N_CTX = 2048
 
 
 def model_tokenizer(manifest_path: Path):
@@ -28,16 +28,26 @@ def model_tokenizer(manifest_path: Path):
 def prompts(tokenizer, lengths: list[int]) -> tuple[list[int], dict[int, str]]:
     """The benchmark text's first max(lengths) token ids (pywebgpu's prompts are their
     prefixes), and for each length the text of that prefix (wllama's prompt), checked to
-    tokenize back to exactly those tokens."""
-    tokens = tokenizer.encode(PROMPT_TEXT.read_text(), add_special_tokens=False)
-    if len(tokens) < max(lengths):
-        raise SystemExit(f"{PROMPT_TEXT} has {len(tokens)} tokens; the benchmark needs {max(lengths)}")
+    tokenize back to exactly those tokens. Prompts longer than the text read it again
+    from its start, after a blank line, as often as they need."""
+    text = PROMPT_TEXT.read_text().strip()
+    tokens = tokenizer.encode(text, add_special_tokens=False)
+    copies = -(-max(lengths) // len(tokens))
+    if copies > 1:
+        tokens = tokenizer.encode("\n\n".join([text] * copies), add_special_tokens=False)
     texts = {}
     for length in lengths:
         texts[length] = tokenizer.decode(tokens[:length])
         if tokenizer.encode(texts[length], add_special_tokens=False) != tokens[:length]:
             raise SystemExit(f"the text of the first {length} tokens does not tokenize back to them")
     return tokens[: max(lengths)], texts
+
+
+def wllama_n_ctx(measure: dict) -> int:
+    """wllama's context for `measure_config`'s measurement: its longest prompt and the
+    tokens decoded after it, in whole blocks of 256 (llama.cpp pads its cache so)."""
+    longest = max(measure["prefill_lengths"] + measure["decode_contexts"]) + measure["decode_tokens"]
+    return max(WLLAMA_MIN_N_CTX, -(-longest // 256) * 256)
 
 
 def add_measure_options(parser: argparse.ArgumentParser):

@@ -35,7 +35,7 @@ from devtools.bundle import ROOT, WEB
 from devtools.server import WebServer
 
 from . import model_bench, ort_model
-from .options import PAGE_FOLDER, PROMPT_TEXT, WLLAMA_N_CTX, add_measure_options, measure_config
+from .options import PAGE_FOLDER, PROMPT_TEXT, wllama_n_ctx, add_measure_options, measure_config
 from .report import compare, format_table, greedy_agreement, machine, page_sides, table_rows, usable_cores
 
 ORT_MODEL_URL = "/bench-ort-model/"
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
         "ggufUrl": args.gguf and f"/bench-gguf/{args.gguf.name}",
         "ort": ort_model.page_config(args.ort_model, ORT_MODEL_URL) if "ort-webgpu" in sides_wanted else None,
         "threads": usable_cores(),
-        "nCtx": WLLAMA_N_CTX,
+        "nCtx": wllama_n_ctx(measure),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     reports: queue.Queue = queue.Queue()

@@ -190,6 +190,12 @@ CASES = [
     *attention_case(
         "sdpa-kv-decode-past-whole-row", [*consecutive(1022, 1, 1, 1), (500, 1)], 1030, q_heads=4, kv_heads=2, head_dim=8
     ),
+    # An 8,192-token context, as long-context exports have: a chunk near its end (tiled on
+    # GPUs), then decode steps up to its last position, whose row takes every key (on GPUs
+    # split into 128 workgroups of 64 keys, ops/attention/selection.py's split_grid).
+    *attention_case(
+        "sdpa-kv-8k-context", [(0, 3), (8000, 66), (8066, 1), (8189, 1), (8191, 1)], 8192, q_heads=8, kv_heads=2, head_dim=16
+    ),
     # A prefill of 70 rows and a chunk of 64 at position 70 run attention/tiled.wgsl on GPUs
     # (ops/attention/selection.py's TILED_MIN_ROWS): 8 query heads per kv head, so 4 rows per
     # workgroup; keys cached and new in one block; decode steps between.
