@@ -251,6 +251,48 @@ def test_too_big_model_in_the_address_is_refused_before_its_download(fresh_page,
     assert not problems.take()
 
 
+def open_manifest_choice(page, web_server, name, manifest):
+    """Offer `manifest` (served as /files/tiny/NAME.json beside the tiny model's files) by
+    its URL; returns the problem the picker shows, or None once it offers to load it."""
+    (web_server.files_dir / "tiny" / f"{name}.json").write_text(json.dumps(manifest))
+    if page.is_hidden("#picker"):
+        page.click("#picker-toggle")
+    page.evaluate("document.getElementById('model-choice').hidden = true")
+    page.fill("#model-url", f"/files/tiny/{name}.json")
+    page.click("#model-url-open")
+    page.wait_for_selector("#model-choice:not([hidden])")
+    return None if page.is_hidden("#model-choice-problem") else page.inner_text("#model-choice-problem")
+
+
+def test_float_linears_too_big_are_refused_before_their_download(picker_page, web_server, tiny_model):
+    """The runtime keeps a float32 linear whole (ops/linear_f32.py): an fp32 model's LM
+    head, or a GGUF export's float matrix (quantization.float_linears), must fit one
+    buffer, where its 4-bit linears would have been stored by blocks."""
+    page = picker_page
+    allowed = min(page.limits.values())
+    model = tiny_model.manifest["model"]
+    dim, head_dim = model["dim"], model["head_dim"]
+    vocab = allowed // (4 * dim) + 1
+    fp32 = {**tiny_model.manifest, "model": {**model, "vocab_size": vocab}, "quantization": {"mode": "fp32", "group_size": None}}
+    problem = open_manifest_choice(page, web_server, "fp32-head", fp32)
+    assert problem and "the LM head (float32) needs one buffer of" in problem and f"({vocab * dim * 4:,} bytes)" in problem, problem
+    assert f"({allowed:,} bytes" in problem and page.is_disabled("#model-load")
+
+    # Heads enough that the output projection [dim, heads x head_dim] in float32 is too big,
+    # and the q, k and v projections in 4 bits are not.
+    heads = allowed // (4 * dim * head_dim) + 1
+    wide = {**model, "n_heads": heads, "n_kv_heads": 1}
+    gguf = {"mode": "gguf", "exact": True, "group_size": 32, "float_dtype": "float32"}
+    float_wo = {**tiny_model.manifest, "model": wide, "quantization": {**gguf, "float_linears": ["attention.wo"]}}
+    problem = open_manifest_choice(page, web_server, "gguf-float-wo", float_wo)
+    assert problem and "a layer's output projection (float32) needs one buffer of" in problem, problem
+    assert f"({dim * heads * head_dim * 4:,} bytes)" in problem and page.is_disabled("#model-load")
+    all_4bit = {**float_wo, "quantization": {**gguf, "float_linears": []}}
+    assert open_manifest_choice(page, web_server, "gguf-4bit-wo", all_4bit) is None
+    assert page.is_enabled("#model-load")
+    assert page.pte_requests == []
+
+
 # In the chat worker, before Python starts: its GPU device kept, and destroyed as the
 # worker posts the `self.loseDeviceAtToken`-th token of a reply.
 DEVICE_HOOK = """() => {

@@ -78,7 +78,8 @@ pywebgpu.llm.manifest, whose parse_manifest checks what LanguageModel.load reads
                  scale_algorithm, float_dtype ("float32", or "float16" with force_fp16)};
                  an exact GGUF export: {mode "gguf", exact true, gguf_types (type name ->
                  tensor count in the file), group_size (one, or the sorted list of those
-                 used; null if none), float_dtype}
+                 used; null if none), float_linears (the roles of the linears whose GGUF
+                 tensors are floats, kept float32: "attention.wo", "output", ...), float_dtype}
   tokenizer: null or {file, add_bos}; add_bos = encoding with the tokenizer (special
              tokens on) already puts BOS first, as HF tokenizer.json files do
   special_tokens: {bos: null or {id, text}, eos: [{id, text}, ...]}

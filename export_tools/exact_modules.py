@@ -85,6 +85,7 @@ def install_exact_weights(
     place, which breaks a linear that shares it. Returns the manifest's `quantization`
     entry."""
     decoded: dict[int, ExactWeight] = {}
+    float_linears: set[str] = set()
     counted: set[int] = set()
     type_counts: Counter = Counter()
     group_sizes: set[int] = set()
@@ -93,6 +94,8 @@ def install_exact_weights(
             counted.add(id(tensor))
             type_counts[tensor.gguf_type] += 1
         if tensor.gguf_type in FLOAT_TYPES:
+            if isinstance(model.get_submodule(key.removesuffix(".weight")), torch.nn.Linear):
+                float_linears.add(linear_role(key))
             continue
         if id(tensor) not in decoded:
             weight = exact_weight(tensor.name, tensor.gguf_type, tensor.data, tensor.shape, state_dict[key].numpy())
@@ -105,7 +108,17 @@ def install_exact_weights(
         "exact": True,
         "gguf_types": dict(sorted(type_counts.items())),
         "group_size": group_sizes.pop() if len(group_sizes) == 1 else sorted(group_sizes) or None,
+        "float_linears": sorted(float_linears),
     }
+
+
+def linear_role(key: str) -> str:
+    """A linear's role in the model, its Meta-style key without layer and suffix:
+    `layers.0.attention.wo.weight` -> `attention.wo`, `output.weight` -> `output`."""
+    path = key.removesuffix(".weight")
+    if path.startswith("layers."):
+        path = path.split(".", 2)[2]
+    return path
 
 
 def _replace(model: torch.nn.Module, key: str, weight: ExactWeight) -> None:

@@ -147,12 +147,18 @@ def test_exact_graph_ops_and_manifest(exact_export):
     assert {"et_vk.linear_q4gsw.default", "aten.sum.dim_IntList",
             "aten.linear.default", "et_vk.embedding_q4gsw.default", "aten.embedding.default"} <= ops  # fmt: skip
     counts: dict[str, int] = {}
+    float_linears = set()  # the roles of the GGUF's float matrices but the embedding, by llama.cpp's names
+    roles = {"attn_q": "attention.wq", "attn_k": "attention.wk", "attn_v": "attention.wv", "attn_output": "attention.wo",
+             "ffn_gate": "feed_forward.w1", "ffn_down": "feed_forward.w2", "ffn_up": "feed_forward.w3", "output": "output"}  # fmt: skip
     for tensor in gguf.GGUFReader(gguf_path).tensors:
         counts[tensor.tensor_type.name] = counts.get(tensor.tensor_type.name, 0) + 1
+        if tensor.tensor_type.name in ("F32", "F16", "BF16") and len(tensor.shape) == 2 and tensor.name != "token_embd.weight":
+            float_linears.add(roles[tensor.name.removesuffix(".weight").split(".")[-1]])
     quantization = result.manifest["quantization"]
     group_sizes = [16, 32] if "Q6_K" in counts else 32
     assert quantization == {"mode": "gguf", "exact": True, "gguf_types": dict(sorted(counts.items())),
-                            "group_size": group_sizes, "float_dtype": "float32"}  # fmt: skip
+                            "group_size": group_sizes, "float_linears": sorted(float_linears), "float_dtype": "float32"}  # fmt: skip
+    assert ("attention.wo" in float_linears) == ("F16" in counts)  # the k_quants mix's F16 matrix
 
 
 def test_exact_eager_matches_dequantized_reference(exact_export):

@@ -1,8 +1,9 @@
 // The page's WebGPU adapter, and whether a model fits it, told from its manifest alone
-// (before any download): the runtime stores embeddings and linears larger than one
-// storage binding by blocks, but keeps the linears it concatenates (a layer's q, k and v
-// projections, its gate and up projections) whole, each one buffer bound whole, so the
-// largest must be within both maxBufferSize and maxStorageBufferBindingSize.
+// (before any download): the runtime stores embeddings and 4-bit linears larger than one
+// storage binding by blocks, but keeps the 4-bit linears it concatenates (a layer's q, k
+// and v projections, its gate and up projections) whole, and every float32 linear whole,
+// each one buffer bound whole, so the largest must be within both maxBufferSize and
+// maxStorageBufferBindingSize.
 
 export function formatBytes(n) {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KB`;
@@ -10,20 +11,42 @@ export function formatBytes(n) {
   return `${(n / (1024 * 1024 * 1024)).toFixed(2)} GB`;
 }
 
-// Bytes of a [rows, columns] weight stored with `bits` a value (float weights are widened
-// to float32 as they upload, so any unquantized float is 4 bytes).
-const weightBytes = (rows, columns, bits) => Math.ceil((rows * columns * (bits ?? 32)) / 8);
+// Bytes of a [rows, columns] weight stored with `bits` a value.
+const weightBytes = (rows, columns, bits) => Math.ceil((rows * columns * bits) / 8);
 
-// The manifest's largest weight buffer kept whole: {name, bytes}. The linears' bits are 4
-// in every quantized mode (4w, 8da4w).
+// Each linear's [rows, columns] and what to call it, by its role (manifests name the float
+// linears of a GGUF export so: quantization.float_linears).
+function linearShapes({ dim, ffn_dim: ffn, n_heads: heads, n_kv_heads: kvHeads, head_dim: headDim, vocab_size: vocab }) {
+  return {
+    "attention.wq": [heads * headDim, dim, "a layer's q projection"],
+    "attention.wk": [kvHeads * headDim, dim, "a layer's k projection"],
+    "attention.wv": [kvHeads * headDim, dim, "a layer's v projection"],
+    "attention.wo": [dim, heads * headDim, "a layer's output projection"],
+    "feed_forward.w1": [ffn, dim, "a layer's gate projection"],
+    "feed_forward.w2": [dim, ffn, "a layer's down projection"],
+    "feed_forward.w3": [ffn, dim, "a layer's up projection"],
+    output: [vocab, dim, "the LM head"],
+  };
+}
+
+// The manifest's largest weight buffer kept whole: {name, bytes}. Quantized modes (4w,
+// 8da4w, gguf) store linears in 4 bits (a GGUF's 8-bit and K-quant linears as 4-bit
+// planes), but for a GGUF's float linears; an fp32 model's linears are all float32.
 export function largestWeight(manifest) {
-  const { dim, ffn_dim: ffn, n_heads: heads, n_kv_heads: kvHeads, head_dim: headDim } = manifest.model;
+  const model = manifest.model;
+  const { dim, ffn_dim: ffn, n_heads: heads, n_kv_heads: kvHeads, head_dim: headDim } = model;
   const quantization = manifest.quantization ?? {};
-  const linearBits = quantization.mode && quantization.mode !== "fp32" ? 4 : 32;
+  const quantized = Boolean(quantization.mode) && quantization.mode !== "fp32";
+  const shapes = linearShapes(model);
   const candidates = [{ name: "nothing", bytes: 0 }];
-  if (ffn) candidates.push({ name: "a layer's gate and up projections", bytes: weightBytes(2 * ffn, dim, linearBits) });
-  if (heads && kvHeads && headDim) {
-    candidates.push({ name: "a layer's q, k and v projections", bytes: weightBytes((heads + 2 * kvHeads) * headDim, dim, linearBits) });
+  if (quantized && ffn) candidates.push({ name: "a layer's gate and up projections", bytes: weightBytes(2 * ffn, dim, 4) });
+  if (quantized && heads && kvHeads && headDim) {
+    candidates.push({ name: "a layer's q, k and v projections", bytes: weightBytes((heads + 2 * kvHeads) * headDim, dim, 4) });
+  }
+  const floatRoles = quantized ? quantization.float_linears ?? [] : Object.keys(shapes);
+  for (const role of floatRoles) {
+    const [rows, columns, name] = shapes[role] ?? [];
+    if (rows && columns) candidates.push({ name: `${name} (float32)`, bytes: weightBytes(rows, columns, 32) });
   }
   return candidates.reduce((a, b) => (b.bytes > a.bytes ? b : a));
 }
