@@ -84,13 +84,15 @@ PROGRAMS = [("float32", TINY_VOCAB), ("float16", TINY_VOCAB), ("float16", LARGE_
 
 
 @cache
-def _tiny_llama_export(tmp_dir: str, force_fp16: bool, vocab_size: int, max_seq_len: int = 16):
+def _tiny_llama_export(tmp_dir: str, force_fp16: bool, vocab_size: int, max_seq_len: int = 16, max_context_len: int = 0):
+    """The tiny Llama's export (a context of 2 * max_seq_len unless given)."""
     from export_tools import PRESETS, RandomSource, export_llama
 
-    name = f"tiny-{vocab_size}{'-fp16' if force_fp16 else ''}-{max_seq_len}.pte"
+    name = f"tiny-{vocab_size}{'-fp16' if force_fp16 else ''}-{max_seq_len}{f'-ctx{max_context_len}' if max_context_len else ''}.pte"
+    max_context_len = max_context_len or 2 * max_seq_len
     return export_llama(
         RandomSource({**PRESETS["tiny"], "vocab_size": vocab_size}, seed=7),
-        Path(tmp_dir) / name, max_seq_len=max_seq_len, max_context_len=2 * max_seq_len, qmode="4w", force_fp16=force_fp16,
+        Path(tmp_dir) / name, max_seq_len=max_seq_len, max_context_len=max_context_len, qmode="4w", force_fp16=force_fp16,
     )  # fmt: skip
 
 
@@ -111,6 +113,18 @@ def tiny_llama_long_trace(tmp_dir: str, force_fp16: bool, kernel_set: str) -> Ll
     """The prefill, a decode step, LONG_CHUNK, and a decode step."""
     export = _tiny_llama_export(tmp_dir, force_fp16, TINY_VOCAB, LONG_MAX_SEQ_LEN)
     return _trace(export, force_fp16, kernel_set, [PREFILL_TOKENS, None, LONG_CHUNK, None])
+
+
+# A long-context export: its cache of LONG_CONTEXT tokens filled by prompts of 511 tokens
+# (the most a call of max_seq_len 512 takes), then decode steps up to its last position.
+LONG_CONTEXT = 8192
+LONG_CONTEXT_CALLS = [[(37 * i + 5) % TINY_VOCAB for i in range(start, min(start + 511, LONG_CONTEXT - 2))] for start in range(0, LONG_CONTEXT - 2, 511)] + [None, None]
+
+
+@cache
+def tiny_llama_long_context_trace(tmp_dir: str, kernel_set: str) -> LlamaTrace:
+    """LONG_CONTEXT_CALLS on the tiny Llama exported with a LONG_CONTEXT-token cache."""
+    return _trace(_tiny_llama_export(tmp_dir, False, TINY_VOCAB, 512, LONG_CONTEXT), False, kernel_set, LONG_CONTEXT_CALLS)
 
 
 @cache

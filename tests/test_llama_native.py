@@ -1,5 +1,6 @@
 """A tiny 4-bit Llama .pte on wgpu-native: prefill + 10 decode steps, a call of 70 tokens
-(after the graph's upgrades too), and a chat of three prompts match eager PyTorch."""
+(after the graph's upgrades too), an 8,192-token context filled, and a chat of three
+prompts match eager PyTorch."""
 
 import asyncio
 
@@ -16,6 +17,7 @@ from llama_fixtures import (
     check_upgraded_kernels,
     tiny_llama_chat_trace,
     tiny_llama_draw_trace,
+    tiny_llama_long_context_trace,
     tiny_llama_long_trace,
     tiny_llama_trace,
 )
@@ -43,6 +45,15 @@ def test_tiny_llama_long_chunk(tmp_path_factory, kernel_set, float_dtype):
     """A 70-token call after the prefill and a decode step (with the kernels for GPUs the
     tiled attention over cached and new keys, float16 caches for the f16 program)."""
     trace = tiny_llama_long_trace(str(tmp_path_factory.getbasetemp()), float_dtype == "float16", kernel_set)
+    answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
+    check_run(trace, kernel_set, answer)
+
+
+@pytest.mark.parametrize("kernel_set", ["cpu", "gpu"])
+def test_tiny_llama_fills_an_8k_context(tmp_path_factory, kernel_set):
+    """An export with an 8,192-token cache, filled by 17 prompts and two decode steps,
+    the last at its last position (attention split over the most workgroups)."""
+    trace = tiny_llama_long_context_trace(str(tmp_path_factory.getbasetemp()), kernel_set)
     answer = asyncio.run(graph_programs.run_graph(trace.pte, trace.runs, kernel_set))
     check_run(trace, kernel_set, answer)
 
