@@ -212,34 +212,48 @@ def test_dropped_files_are_the_choice(picker_page, tiny_model):
     assert choice["bytes"] == tiny_model.manifest["pte"]["bytes"] and "read from this device" in choice["size"]
 
 
-def too_big_manifest(web_server, tiny_model, limits):
+def serve_manifest(web_server, name, manifest) -> str:
+    """`manifest` served beside the tiny model's files (its .pte unchanged: the manifests
+    these tests make are refused or offered before it is read); returns its URL."""
+    (web_server.files_dir / "tiny" / f"{name}.json").write_text(json.dumps(manifest))
+    return f"/files/tiny/{name}.json"
+
+
+def open_manifest_choice(page, web_server, name, manifest):
+    """Offer `manifest` (serve_manifest's) by its URL; returns the problem the picker
+    shows, or None once it offers to load it."""
+    url = serve_manifest(web_server, name, manifest)
+    if page.is_hidden("#picker"):
+        page.click("#picker-toggle")
+    page.evaluate("document.getElementById('model-choice').hidden = true")
+    page.fill("#model-url", url)
+    page.click("#model-url-open")
+    page.wait_for_selector("#model-choice:not([hidden])")
+    return None if page.is_hidden("#model-choice-problem") else page.inner_text("#model-choice-problem")
+
+
+def too_big_manifest(tiny_model, limits):
     """The tiny model's manifest with an MLP width whose 4-bit gate and up projections
     (concatenated by the runtime, which keeps them whole) are more bytes than the adapter
-    allows a buffer (its .pte unchanged: it is never read)."""
+    allows a buffer; with those bytes and the adapter's allowance."""
     allowed = min(limits.values())
     dim = tiny_model.manifest["model"]["dim"]
     ffn = allowed // dim + 1
-    manifest = {**tiny_model.manifest, "model": {**tiny_model.manifest["model"], "ffn_dim": ffn}}
-    (web_server.files_dir / "tiny" / "too-big.json").write_text(json.dumps(manifest))
-    return "/files/tiny/too-big.json", ffn * dim, allowed
+    return {**tiny_model.manifest, "model": {**tiny_model.manifest["model"], "ffn_dim": ffn}}, ffn * dim, allowed
 
 
 def test_too_big_model_is_refused_before_its_download(picker_page, web_server, tiny_model):
     page = picker_page
-    url, needed, allowed = too_big_manifest(web_server, tiny_model, page.limits)
-    if page.is_hidden("#picker"):
-        page.click("#picker-toggle")
-    page.fill("#model-url", url)
-    page.click("#model-url-open")
-    page.wait_for_selector("#model-choice-problem:not([hidden])")
-    problem = page.inner_text("#model-choice-problem")
-    assert f"needs one buffer of" in problem and f"({needed:,} bytes)" in problem and f"({allowed:,} bytes" in problem, problem
+    manifest, needed, allowed = too_big_manifest(tiny_model, page.limits)
+    problem = open_manifest_choice(page, web_server, "too-big", manifest)
+    assert problem and f"needs one buffer of" in problem and f"({needed:,} bytes)" in problem and f"({allowed:,} bytes" in problem, problem
     assert page.is_disabled("#model-load")
     assert page.pte_requests == []
 
 
 def test_too_big_model_in_the_address_is_refused_before_its_download(fresh_page, web_server, tiny_model, picker):
-    url, needed, allowed = too_big_manifest(web_server, tiny_model, picker.limits)
+    manifest, needed, allowed = too_big_manifest(tiny_model, picker.limits)
+    url = serve_manifest(web_server, "too-big", manifest)
     page, problems = fresh_page(f"/index.html?model={url}")
     requests = []
     page.on("request", lambda request: requests.append(request.url))
@@ -249,19 +263,6 @@ def test_too_big_model_in_the_address_is_refused_before_its_download(fresh_page,
     assert "This GPU is too small for the model" in status and f"({needed:,} bytes)" in status and f"({allowed:,} bytes" in status, status
     assert not [u for u in requests if u.split("?")[0].endswith((".pte", "chat-worker.mjs"))]
     assert not problems.take()
-
-
-def open_manifest_choice(page, web_server, name, manifest):
-    """Offer `manifest` (served as /files/tiny/NAME.json beside the tiny model's files) by
-    its URL; returns the problem the picker shows, or None once it offers to load it."""
-    (web_server.files_dir / "tiny" / f"{name}.json").write_text(json.dumps(manifest))
-    if page.is_hidden("#picker"):
-        page.click("#picker-toggle")
-    page.evaluate("document.getElementById('model-choice').hidden = true")
-    page.fill("#model-url", f"/files/tiny/{name}.json")
-    page.click("#model-url-open")
-    page.wait_for_selector("#model-choice:not([hidden])")
-    return None if page.is_hidden("#model-choice-problem") else page.inner_text("#model-choice-problem")
 
 
 def test_float_linears_too_big_are_refused_before_their_download(picker_page, web_server, tiny_model):
