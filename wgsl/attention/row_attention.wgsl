@@ -6,16 +6,21 @@
 #include "attention/rows.wgsl"
 #include "common/reduce.wgsl"
 
-const WORKGROUP_SIZE: u32 = 64u;  // the split kernel's
-const ROW_THREADS: u32 = 256u;  // the whole_row kernel's
+// Threads a workgroup of either kernel: each a key's score at a time, then a dim group's
+// values over every SUBSETS-th key.
+const WORKGROUP_SIZE: u32 = 256u;
 const MAX_CHUNK: u32 = 1024u;
 const MAX_HEAD_DIM: u32 = 256u;
 
 var<workgroup> scaled_q: array<vec4<f32>, MAX_HEAD_DIM / 4u>;  // q * scale, zero past HEAD_DIM
 var<workgroup> weights: array<f32, MAX_CHUNK>;  // scores, then exp(score - max)
-var<workgroup> reduction: array<f32, ROW_THREADS>;
-// [subsets][DIM_GROUPS * 4]: a thread's weighted value sums of 4 dims over its subset of keys
-var<workgroup> subset_sums: array<vec4<f32>, ROW_THREADS>;
+var<workgroup> reduction: array<f32, WORKGROUP_SIZE>;
+// [SUBSETS][DIM_GROUPS * 4]: a thread's weighted value sums of 4 dims over its subset of keys
+var<workgroup> subset_sums: array<vec4<f32>, WORKGROUP_SIZE>;
+
+// The subsets of the keys: each of a dim group's threads sums every SUBSETS-th key's values
+// (derived from HEAD_DIM, never set by the host).
+override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
 
 // The loops below read 16 or 4 elements per step as straight-line code, which the GPU
 // issues together: memory latency, not bandwidth, bounds a workgroup's time here.

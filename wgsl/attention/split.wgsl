@@ -4,10 +4,6 @@
 // output; with several, (max, sum, weighted values) go to `partials` for combine.wgsl.
 #include "attention/row_attention.wgsl"
 
-// The subsets of the keys: each of a dim group's threads sums every subsets-th key's values
-// (derived from HEAD_DIM, never set by the host).
-override SUBSETS: u32 = WORKGROUP_SIZE / DIM_GROUPS;
-
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn split(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;

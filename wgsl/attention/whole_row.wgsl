@@ -1,13 +1,9 @@
 // Causal attention over a KV cache for GPUs, a row at a time: grid (Hq, S), a workgroup of
-// ROW_THREADS per query head and row takes all the row's keys (at most MAX_CHUNK), so that
+// WORKGROUP_SIZE per query head and row takes all the row's keys (at most MAX_CHUNK), so that
 // a decode step's attention is one dispatch with no combine pass. p.splits is 1.
 #include "attention/row_attention.wgsl"
 
-// The subsets of the keys: each of a dim group's threads sums every subsets-th key's values
-// (derived from HEAD_DIM, never set by the host).
-override ROW_SUBSETS: u32 = ROW_THREADS / DIM_GROUPS;
-
-@compute @workgroup_size(ROW_THREADS)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn whole_row(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) thread: u32) {
   let head = group.x;
   let row = group.y;
@@ -18,17 +14,17 @@ fn whole_row(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_
 
   load_scaled_q(thread, q_base, row);
   if (UPDATE_CACHE && head % group_size == 0u) {
-    store_new_row(thread, ROW_THREADS, row, kv_head);
+    store_new_row(thread, WORKGROUP_SIZE, row, kv_head);
   }
   workgroupBarrier();
 
-  let weight_sum = softmax_weights(thread, ROW_THREADS, 0u, keys, kv_head).y;
+  let weight_sum = softmax_weights(thread, WORKGROUP_SIZE, 0u, keys, kv_head).y;
 
   let dim_group = thread % DIM_GROUPS;
   let subset = thread / DIM_GROUPS;
-  if (subset < ROW_SUBSETS) {
-    subset_sums[subset * DIM_GROUPS + dim_group] = chunk_values(0u, keys, subset, ROW_SUBSETS, kv_head, 4u * dim_group);
+  if (subset < SUBSETS) {
+    subset_sums[subset * DIM_GROUPS + dim_group] = chunk_values(0u, keys, subset, SUBSETS, kv_head, 4u * dim_group);
   }
   workgroupBarrier();
-  store_output(thread, ROW_THREADS, ROW_SUBSETS, q_base, weight_sum, 0u);
+  store_output(thread, WORKGROUP_SIZE, SUBSETS, q_base, weight_sum, 0u);
 }
