@@ -196,6 +196,11 @@ CASES = [
     *attention_case(
         "sdpa-kv-8k-context", [(0, 3), (8000, 66), (8066, 1), (8189, 1), (8191, 1)], 8192, q_heads=8, kv_heads=2, head_dim=16
     ),
+    # Three query heads a kv head past 1,024 keys (split on GPUs): decode steps, and a
+    # 17-row call whose splits hold some of its new keys.
+    *attention_case(
+        "sdpa-kv-split-gqa3", [(0, 2), (1100, 1), (1101, 1), (1040, 17)], 1104, q_heads=6, kv_heads=2, head_dim=32
+    ),
     # A prefill of 70 rows and a chunk of 64 at position 70 run attention/tiled.wgsl on GPUs
     # (ops/attention/selection.py's TILED_MIN_ROWS): 8 query heads per kv head, so 4 rows per
     # workgroup; keys cached and new in one block; decode steps between.
@@ -235,6 +240,10 @@ CASES = [
     # then back below it.
     *rope_attention_case(
         "rope-sdpa-kv-cpu-decode-split", [*consecutive(510, 1, 1, 1), (100, 1)], 516, q_heads=9, kv_heads=3, head_dim=64
+    ),
+    # The same with RoPE: the split kernel rotating a decode step's q and new key.
+    *rope_attention_case(
+        "rope-sdpa-kv-split-gqa3", [(0, 2), (1100, 1), (1101, 1), (1040, 17)], 1104, q_heads=6, kv_heads=2, head_dim=32
     ),
     # attention/cpu.wgsl's 4-row kernel, built after the load: a prefill before the upgrade and
     # a 3-row chunk after it; SmolLM2-like heads over 40 and 33 rows; the 1B's (4 heads a
