@@ -1,6 +1,6 @@
-// Causal attention over a KV cache for GPUs, a row at a time: grid (Hq, S), a workgroup of
-// WORKGROUP_SIZE per query head and row takes all the row's keys (at most MAX_CHUNK), so that
-// a decode step's attention is one dispatch with no combine pass. p.splits is 1.
+// Causal attention over a KV cache for GPUs, a row at a time: grid (Hq, S), a workgroup per
+// query head and row takes all the row's keys (at most MAX_CHUNK), so that a decode step's
+// attention is one dispatch with no combine pass. p.splits is 1.
 #include "attention/row_attention.wgsl"
 
 @compute @workgroup_size(WORKGROUP_SIZE)

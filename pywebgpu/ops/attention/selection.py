@@ -8,7 +8,7 @@ from dataclasses import dataclass
 # --- the kernels for GPUs (wgsl/attention/split, whole_row, combine, tiled) -------------
 MAX_HEAD_DIM = 256  # 64 threads of 4 dims each
 MAX_CHUNK = 1024  # keys per workgroup: their scores are held in workgroup memory
-MIN_CHUNK = 64  # keys per split at least: fewer leave most of the workgroup idle
+MIN_CHUNK = 64  # keys per split at least; chunks are multiples of it
 MAX_SPLITS = 256  # combine.wgsl keeps one rescale factor per split in workgroup memory
 MAX_KEYS = MAX_CHUNK * MAX_SPLITS
 # Workgroups to aim for when splitting keys: enough to occupy a large GPU; beyond it splits
