@@ -87,32 +87,32 @@ fn weighted_values(from_cache: bool, start: u32, end: u32, stride: u32, first: u
 }
 
 // Sum of weights[i] * value row (first + i) over dims [dim, dim + 4) for the keys
-// i = subset, subset + subsets, ... below `count`: the cached ones, then the new.
-fn chunk_values(first: u32, count: u32, subset: u32, subsets: u32, kv_head: u32, dim: u32) -> vec4<f32> {
+// i = subset, subset + SUBSETS, ... below `count`: the cached ones, then the new.
+fn chunk_values(first: u32, count: u32, subset: u32, kv_head: u32, dim: u32) -> vec4<f32> {
   let cached = clamp(cached_len(), first, first + count) - first;
-  let first_new = subset + (max(cached, subset) - subset + subsets - 1u) / subsets * subsets;
-  return weighted_values(true, subset, cached, subsets, first, kv_head, dim)
-    + weighted_values(false, first_new, count, subsets, first, kv_head, dim);
+  let first_new = subset + (max(cached, subset) - subset + SUBSETS - 1u) / SUBSETS * SUBSETS;
+  return weighted_values(true, subset, cached, SUBSETS, first, kv_head, dim)
+    + weighted_values(false, first_new, count, SUBSETS, first, kv_head, dim);
 }
 
-// weights[i] <- exp(score of key first + i - their max) for i < count, by the workgroup's
-// `threads` threads (it holds barriers, which also publish weights[]); returns (that max,
-// the sum of the weights).
-fn softmax_weights(thread: u32, threads: u32, first: u32, count: u32, kv_head: u32) -> vec2<f32> {
+// weights[i] <- exp(score of key first + i - their max) for i < count, by the whole
+// workgroup (it holds barriers, which also publish weights[]); returns (that max, the sum
+// of the weights).
+fn softmax_weights(thread: u32, first: u32, count: u32, kv_head: u32) -> vec2<f32> {
   var thread_max = LOWEST;
-  for (var i = thread; i < count; i += threads) {
+  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
     let s = score(first + i, kv_head);
     weights[i] = s;
     thread_max = max(thread_max, s);
   }
-  let max_score = workgroup_max(thread, threads, thread_max);
+  let max_score = workgroup_max(thread, WORKGROUP_SIZE, thread_max);
   var thread_sum = 0.0;
-  for (var i = thread; i < count; i += threads) {
+  for (var i = thread; i < count; i += WORKGROUP_SIZE) {
     let w = exp(weights[i] - max_score);
     weights[i] = w;
     thread_sum += w;
   }
-  return vec2<f32>(max_score, workgroup_sum(thread, threads, thread_sum));
+  return vec2<f32>(max_score, workgroup_sum(thread, WORKGROUP_SIZE, thread_sum));
 }
 
 // scaled_q <- this row and head's q (rotated with ROPE) times the scale. By the threads
@@ -131,10 +131,10 @@ fn load_scaled_q(thread: u32, q_base: u32, row: u32) {
 
 // out[q_base ..] <- the sums of the subsets' weighted values (subset_sums, after a
 // barrier), divided by `denominator`; or, when splitting, into `partials` at `slot`.
-fn store_output(thread: u32, threads: u32, subsets: u32, q_base: u32, denominator: f32, slot: u32) {
-  for (var d = thread; d < HEAD_DIM; d += threads) {
+fn store_output(thread: u32, q_base: u32, denominator: f32, slot: u32) {
+  for (var d = thread; d < HEAD_DIM; d += WORKGROUP_SIZE) {
     var total = 0.0;
-    for (var s = 0u; s < subsets; s++) {
+    for (var s = 0u; s < SUBSETS; s++) {
       total += subset_sums[s * DIM_GROUPS + d / 4u][d % 4u];
     }
     if (p.splits == 1u) {
@@ -143,4 +143,35 @@ fn store_output(thread: u32, threads: u32, subsets: u32, q_base: u32, denominato
       partials[slot + 2u + d] = total;
     }
   }
+}
+
+// The attention of query row `row` and head `head` over its keys [first, first + count),
+// split `split` of p.splits (the workgroup's whole work in either kernel): the output,
+// or with several splits (max, sum, weighted values) into `partials`.
+fn attend(thread: u32, head: u32, row: u32, split: u32, first: u32, count: u32) {
+  let group_size = p.q_heads / p.kv_heads;
+  let kv_head = head / group_size;
+  let q_base = (row * p.q_heads + head) * HEAD_DIM;
+
+  load_scaled_q(thread, q_base, row);
+  if (UPDATE_CACHE && split == 0u && head % group_size == 0u) {
+    store_new_row(thread, WORKGROUP_SIZE, row, kv_head);
+  }
+  workgroupBarrier();
+
+  let softmax = softmax_weights(thread, first, count, kv_head);
+
+  let dim_group = thread % DIM_GROUPS;
+  let subset = thread / DIM_GROUPS;
+  if (subset < SUBSETS) {
+    subset_sums[subset * DIM_GROUPS + dim_group] = chunk_values(first, count, subset, kv_head, 4u * dim_group);
+  }
+  workgroupBarrier();
+
+  let slot = ((row * p.q_heads + head) * p.splits + split) * (HEAD_DIM + 2u);
+  if (p.splits > 1u && thread == 0u) {
+    partials[slot] = softmax.x;
+    partials[slot + 1u] = softmax.y;
+  }
+  store_output(thread, q_base, softmax.y, slot);
 }
